@@ -1,0 +1,217 @@
+// Package guest is the PID 1 of the rdsvm VM: it mounts the usual
+// filesystems, loads kernel modules, builds the network topology described in
+// package vmtest, runs the test binary with its output on a dedicated serial
+// port, reports the exit status on another, and powers the VM off.
+//
+// The same binary also serves as /sbin/modprobe for the kernel's
+// request_module (see [Modprobe]).
+package guest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/integration/internal/vmconf"
+)
+
+// Init runs the guest. It never returns: the VM is powered off at the end,
+// and any failure is reported on the status port first.
+func Init() {
+	var status *os.File
+	err := mountAll()
+	if err == nil {
+		status = openPort(vmconf.StatusPort)
+		err = run(status)
+	}
+	if err != nil {
+		logf("FAILED: %v", err)
+		if status != nil {
+			fmt.Fprintf(status, "%s %s\n", vmconf.StatusError, strings.ReplaceAll(err.Error(), "\n", " | "))
+			drain(status)
+		}
+	}
+	poweroff()
+}
+
+// logf writes a line to the console (ttyS0 on the host side: the console log).
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "rdsvm-init: "+format+"\n", args...)
+}
+
+func run(status *os.File) error {
+	// With a user-supplied initramfs the kernel finds no /dev/console before
+	// devtmpfs is mounted, so init starts without stdio: attach it now.
+	if c, err := os.OpenFile("/dev/console", os.O_RDWR, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			_ = unix.Dup2(int(c.Fd()), fd)
+		}
+	}
+	if status == nil {
+		return errors.New("no status port /dev/ttyS2: was qemu started by rdsvm?")
+	}
+	cfg, err := vmconf.Read()
+	if err != nil {
+		return err
+	}
+	cmdline, _ := os.ReadFile("/proc/cmdline")
+	role, _ := vmconf.CmdlineValue(string(cmdline), vmconf.CmdlineRole)
+	if role == "" {
+		role = vmconf.RoleMain
+	}
+	// Show oops and warning text on the console, not only errors ("quiet").
+	_ = os.WriteFile("/proc/sys/kernel/printk", []byte("5 4 1 7"), 0)
+	// A kernel oops must not leave a half-dead VM running until the timeout.
+	_ = os.WriteFile("/proc/sys/kernel/panic_on_oops", []byte("1"), 0)
+
+	for _, m := range cfg.Modules {
+		if err := loadModule(filepath.Join(vmconf.ModulesDir, cfg.Release, m)); err != nil {
+			return err
+		}
+	}
+	if err := setupTopology(cfg.VMs, role); err != nil {
+		return fmt.Errorf("network topology: %w", err)
+	}
+
+	out := openPort(vmconf.OutputPort)
+	if out == nil {
+		return errors.New("no test output port /dev/ttyS1")
+	}
+	env := append([]string{
+		"PATH=" + vmconf.TestBinDir + ":/sbin:/bin",
+		"HOME=/tmp",
+		"TMPDIR=/tmp",
+		vmconf.EnvGuest + "=1",
+		vmconf.EnvRole + "=" + role,
+		vmconf.EnvVMs + "=" + strconv.Itoa(cfg.VMs),
+		vmconf.EnvKernel + "=" + cfg.Release,
+	}, cfg.Env...)
+	cmd := exec.Command(cfg.Binary, cfg.Args...)
+	cmd.Dir = vmconf.TestDir
+	cmd.Env = env
+	cmd.Stdout = out
+	cmd.Stderr = out
+	fmt.Fprintf(status, "%s %.2f\n", vmconf.StatusReady, uptime())
+	logf("running %s %s", cfg.Binary, strings.Join(cfg.Args, " "))
+	code := 0
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			fmt.Fprintf(out, "rdsvm: cannot run test binary: %v\n", err)
+			drain(out)
+			return fmt.Errorf("run %s: %w", cfg.Binary, err)
+		}
+		code = ee.ExitCode()
+		if code < 0 { // killed by a signal
+			code = 128
+			if ws, ok := ee.Sys().(unix.WaitStatus); ok && ws.Signaled() {
+				code += int(ws.Signal())
+				fmt.Fprintf(out, "rdsvm: test binary killed by signal %v\n", ws.Signal())
+			}
+		}
+	}
+	drain(out)
+	logf("test exited with code %d", code)
+	fmt.Fprintf(status, "%s %d\n", vmconf.StatusExit, code)
+	drain(status)
+	return nil
+}
+
+func mountAll() error {
+	type mnt struct {
+		src, dst, fstype, data string
+		flags                  uintptr
+		optional               bool
+	}
+	const nsd = unix.MS_NOSUID | unix.MS_NODEV
+	for _, m := range []mnt{
+		{"proc", "/proc", "proc", "", nsd | unix.MS_NOEXEC, false},
+		{"sysfs", "/sys", "sysfs", "", nsd | unix.MS_NOEXEC, false},
+		{"devtmpfs", "/dev", "devtmpfs", "mode=0755", unix.MS_NOSUID, false},
+		{"devpts", "/dev/pts", "devpts", "mode=0620,ptmxmode=0666", unix.MS_NOSUID | unix.MS_NOEXEC, false},
+		{"tmpfs", "/run", "tmpfs", "mode=0755", nsd, false},
+		{"tmpfs", "/tmp", "tmpfs", "mode=1777", nsd, false},
+		{"tmpfs", "/dev/shm", "tmpfs", "mode=1777", nsd, true},
+		{"debugfs", "/sys/kernel/debug", "debugfs", "", nsd | unix.MS_NOEXEC, true},
+		{"configfs", "/sys/kernel/config", "configfs", "", nsd | unix.MS_NOEXEC, true},
+	} {
+		if err := os.MkdirAll(m.dst, 0o755); err != nil && !m.optional {
+			return err
+		}
+		if err := unix.Mount(m.src, m.dst, m.fstype, m.flags, m.data); err != nil && !m.optional {
+			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dst, err)
+		}
+	}
+	_ = os.Symlink("/proc/self/fd", "/dev/fd")
+	_ = os.MkdirAll("/var", 0o755)
+	_ = os.Symlink("/run", "/var/run")
+	return nil
+}
+
+// loadModule loads one module file; compressed modules are handed to the
+// kernel to decompress. Already loaded is fine.
+func loadModule(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("load module %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	flags := 0
+	if strings.HasSuffix(path, ".xz") || strings.HasSuffix(path, ".zst") || strings.HasSuffix(path, ".gz") {
+		flags = unix.MODULE_INIT_COMPRESSED_FILE
+	}
+	if err := unix.FinitModule(int(f.Fd()), "", flags); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("load module %s: finit_module: %w (see dmesg in the console log)", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// openPort opens /dev/ttyS<n> for writing in raw mode, so bytes pass
+// unchanged (no \n to \r\n mapping).
+func openPort(n int) *os.File {
+	f, err := os.OpenFile(fmt.Sprintf("/dev/ttyS%d", n), os.O_WRONLY|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil
+	}
+	fd := int(f.Fd())
+	if t, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+		t.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
+		t.Oflag &^= unix.OPOST
+		t.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
+		t.Cflag &^= unix.CSIZE | unix.PARENB | unix.CBAUD
+		t.Cflag |= unix.CS8 | unix.B115200
+		_ = unix.IoctlSetTermios(fd, unix.TCSETS, t)
+	}
+	return f
+}
+
+// drain waits until everything written to the serial port left the UART.
+func drain(f *os.File) {
+	_ = unix.IoctlSetInt(int(f.Fd()), unix.TCSBRK, 1)
+}
+
+func uptime() float64 {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	v, _ := strconv.ParseFloat(f, 64)
+	return v
+}
+
+func poweroff() {
+	unix.Sync()
+	_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+	// Reboot only fails when not PID 1; wait for the host to give up.
+	for {
+		time.Sleep(time.Hour)
+	}
+}

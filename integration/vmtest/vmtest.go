@@ -1,0 +1,186 @@
+// Package vmtest is the test-side view of the rdsvm harness: whether a test
+// runs inside the harness VM, which role the VM plays, and the fixed network
+// topology every VM is booted with.
+//
+// # Topology of a one-VM run
+//
+// All of these exist at once when the test starts:
+//
+//   - loopback: 127.0.0.1 and ::1 (RDS uses its loop transport there);
+//   - RDS/TCP across namespaces: veth pair [TCPLink] (initial namespace,
+//     [TCPLocal4], [TCPLocal6]) to [TCPPeerLink] in the named namespace
+//     [PeerNamespaceName] ([TCPPeer4], [TCPPeer6]). No rxe device is on this
+//     pair, so RDS binds there use TCP;
+//   - RDS/IB over Soft-RoCE: rxe device [RxeDevice] on [IBLink], whose peer
+//     [IBPeerLink] is up for carrier, with [IBAddr1] and [IBAddr2] both on
+//     [IBLink]. The rxe port is ACTIVE before the test starts.
+//
+// # Topology of a two-VM run
+//
+// A package whose directory has an rdsvm.json with {"vms": 2} runs in two
+// VMs joined by a virtual Ethernet segment: [TwoVMLink] carries [MainAddr4]
+// and [MainAddr6] in the "main" VM, [PeerAddr4] and [PeerAddr6] in the
+// "peer" VM, and [RxeDevice] sits on [TwoVMLink] in both. Both VMs run the
+// same test binary; [Role] tells them apart.
+//
+// Tests that need the VM call [Require], which fails (never skips) outside it.
+package vmtest
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Roles returned by [Role].
+const (
+	RoleMain = "main" // the only VM of a one-VM run, or the first of two
+	RolePeer = "peer" // the second VM of a two-VM run
+)
+
+// Names of links, namespaces and RDMA devices set up by the guest init.
+const (
+	PeerNamespaceName = "rdspeer" // named network namespace holding TCPPeerLink
+	TCPLink           = "rdstcp0" // veth end in the initial namespace
+	TCPPeerLink       = "rdstcp1" // veth end inside PeerNamespaceName
+	IBLink            = "rdsib0"  // veth end carrying the rxe device and both IB addresses
+	IBPeerLink        = "rdsib1"  // other end of IBLink, up only to give carrier
+	RxeDevice         = "rxe0"    // the Soft-RoCE device (one-VM: on IBLink; two-VM: on TwoVMLink)
+	TwoVMLink         = "eth0"    // virtio-net link between the two VMs
+)
+
+// Addresses of the one-VM topology.
+var (
+	TCPLocal4 = netip.MustParseAddr("10.11.0.1") // on TCPLink, initial namespace
+	TCPPeer4  = netip.MustParseAddr("10.11.0.2") // on TCPPeerLink, PeerNamespaceName
+	TCPLocal6 = netip.MustParseAddr("fd11::1")   // on TCPLink, initial namespace
+	TCPPeer6  = netip.MustParseAddr("fd11::2")   // on TCPPeerLink, PeerNamespaceName
+	IBAddr1   = netip.MustParseAddr("10.22.0.1") // on IBLink (rxe)
+	IBAddr2   = netip.MustParseAddr("10.22.0.2") // on IBLink (rxe)
+	Loopback4 = netip.MustParseAddr("127.0.0.1")
+	Loopback6 = netip.IPv6Loopback()
+)
+
+// Prefix lengths of the addresses above.
+const (
+	PrefixLen4 = 24
+	PrefixLen6 = 64
+)
+
+// Addresses of the two-VM topology.
+var (
+	MainAddr4 = netip.MustParseAddr("10.33.0.1") // TwoVMLink of the main VM
+	PeerAddr4 = netip.MustParseAddr("10.33.0.2") // TwoVMLink of the peer VM
+	MainAddr6 = netip.MustParseAddr("fd33::1")
+	PeerAddr6 = netip.MustParseAddr("fd33::2")
+)
+
+// InGuest reports whether the process runs inside an rdsvm guest.
+func InGuest() bool { return os.Getenv("RDSVM_GUEST") == "1" }
+
+// Require fails the test unless it runs inside an rdsvm guest. Tests that
+// need a real kernel call it first; it never skips.
+func Require(t testing.TB) {
+	t.Helper()
+	if !InGuest() {
+		t.Fatal("this test needs the rdsvm VM harness: run it with `go run ./integration/cmd/rdstest` " +
+			"or `go test -tags integration -exec /path/to/rdsvm`, see integration/TESTING.md")
+	}
+}
+
+// Role returns RoleMain or RolePeer inside the guest, and "" outside it.
+func Role() string { return os.Getenv("RDSVM_ROLE") }
+
+// TwoVMs reports whether the run has two VMs (see the package doc).
+func TwoVMs() bool { return os.Getenv("RDSVM_VMS") == "2" }
+
+// LocalAddr4 and RemoteAddr4 return this VM's and the other VM's IPv4
+// address in a two-VM run.
+func LocalAddr4() netip.Addr {
+	if Role() == RolePeer {
+		return PeerAddr4
+	}
+	return MainAddr4
+}
+
+// RemoteAddr4 returns the other VM's IPv4 address in a two-VM run.
+func RemoteAddr4() netip.Addr {
+	if Role() == RolePeer {
+		return MainAddr4
+	}
+	return PeerAddr4
+}
+
+// KernelRelease returns the running kernel's release (uname -r).
+func KernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// PeerNamespacePath is where the peer namespace is bind-mounted.
+const PeerNamespacePath = "/run/netns/" + PeerNamespaceName
+
+// PeerNamespace opens the peer network namespace. The file's Fd works as
+// mdlayher/socket Config.NetNS; the caller closes it.
+func PeerNamespace() (*os.File, error) {
+	f, err := os.Open(PeerNamespacePath)
+	if err != nil {
+		return nil, fmt.Errorf("open peer namespace (is this the rdsvm guest?): %w", err)
+	}
+	return f, nil
+}
+
+// InPeerNamespace runs fn on a fresh OS thread that has joined the peer
+// network namespace, and returns its error. The thread is discarded
+// afterwards, so the caller's thread and the rest of the process stay in the
+// initial namespace. Sockets created by fn belong to the peer namespace and
+// may be used from any goroutine.
+func InPeerNamespace(ctx context.Context, fn func() error) error {
+	ns, err := PeerNamespace()
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread exits with the goroutine, taking the
+		// namespace change with it.
+		runtime.LockOSThread()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", PeerNamespacePath, err)
+			return
+		}
+		errc <- fn()
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ModuleLoaded reports whether the kernel module name is loaded, according to
+// /proc/modules.
+func ModuleLoaded(name string) (bool, error) {
+	b, err := os.ReadFile("/proc/modules")
+	if err != nil {
+		return false, err
+	}
+	name = strings.ReplaceAll(name, "-", "_")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f, _, _ := strings.Cut(line, " "); f == name {
+			return true, nil
+		}
+	}
+	return false, nil
+}
