@@ -1,0 +1,270 @@
+// Copyright 2025 The go-rds Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style license that can be
+// found in the LICENSE file.
+
+//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+
+package cmsg
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+var le = binary.LittleEndian
+
+// A Builder appends control messages to a caller-owned buffer, each
+// padded to its Space, ready to pass as the msg_control of sendmsg.
+//
+// Appending does not allocate while the buffer has capacity for the
+// message; otherwise the buffer grows as with append (size it with the
+// *Space constants to avoid that). The first invalid argument sets a
+// sticky error: later calls do nothing and Finish reports it. The zero
+// Builder appends to a nil buffer. A Builder must not be copied after
+// first use if the copies keep building.
+type Builder struct {
+	buf []byte
+	err error
+}
+
+// NewBuilder returns a Builder that appends to buf after its current
+// contents. Use buf[:0] of a reused buffer to avoid allocation.
+func NewBuilder(buf []byte) Builder { return Builder{buf: buf} }
+
+// Reset makes b append to buf and clears the sticky error.
+func (b *Builder) Reset(buf []byte) { b.buf, b.err = buf, nil }
+
+// Finish returns the buffer with every message appended, and the sticky
+// error if any call failed.
+func (b *Builder) Finish() ([]byte, error) { return b.buf, b.err }
+
+// Err returns the sticky error.
+func (b *Builder) Err() error { return b.err }
+
+// Len returns the length of the buffer so far.
+func (b *Builder) Len() int { return len(b.buf) }
+
+// next appends a zeroed message of Space(n) bytes with its header filled
+// in and returns its n data bytes, or nil after an error.
+func (b *Builder) next(level, typ int32, n int) []byte {
+	if b.err != nil {
+		return nil
+	}
+	sp := Space(n)
+	off := len(b.buf)
+	b.buf = slices.Grow(b.buf, sp)[:off+sp]
+	m := b.buf[off:]
+	clear(m)
+	le.PutUint64(m[0:], uint64(Len(n)))
+	le.PutUint32(m[8:], uint32(level))
+	le.PutUint32(m[12:], uint32(typ))
+	return m[HeaderLen : HeaderLen+n]
+}
+
+func (b *Builder) fail(err error, level, typ int32, n int) {
+	if b.err == nil {
+		b.err = &Error{Err: err, Offset: len(b.buf), Level: level, Type: typ, Len: n}
+	}
+}
+
+// Append adds a message with arbitrary level, type and data, such as one
+// this package has no method for.
+func (b *Builder) Append(level, typ int32, data []byte) {
+	if d := b.next(level, typ, len(data)); d != nil {
+		copy(d, data)
+	}
+}
+
+func putIOVec(d []byte, v IOVec) {
+	le.PutUint64(d[0:], v.Addr)
+	le.PutUint64(d[8:], v.Bytes)
+}
+
+// RDMAArgs adds RDS_CMSG_RDMA_ARGS (send; IB transport only).
+func (b *Builder) RDMAArgs(a RDMAArgs) {
+	d := b.next(LevelRDS, TypeRDMAArgs, RDMAArgsLen)
+	if d == nil {
+		return
+	}
+	le.PutUint64(d[0:], uint64(a.Cookie))
+	putIOVec(d[8:], a.Remote)
+	le.PutUint64(d[24:], a.LocalVecAddr)
+	le.PutUint64(d[32:], a.NumLocal)
+	le.PutUint64(d[40:], uint64(a.Flags))
+	le.PutUint64(d[48:], a.UserToken)
+}
+
+// RDMADest adds RDS_CMSG_RDMA_DEST: on send, the cookie of a registration
+// to use as the destination of the peer's RDMA; on receive (what the
+// kernel attaches), the cookie the peer sent with the message.
+func (b *Builder) RDMADest(c Cookie) {
+	if d := b.next(LevelRDS, TypeRDMADest, RDMADestLen); d != nil {
+		le.PutUint64(d, uint64(c))
+	}
+}
+
+// RDMAMap adds RDS_CMSG_RDMA_MAP (send; IB transport only).
+func (b *Builder) RDMAMap(a MapArgs) {
+	d := b.next(LevelRDS, TypeRDMAMap, RDMAMapLen)
+	if d == nil {
+		return
+	}
+	putIOVec(d[0:], a.Vec)
+	le.PutUint64(d[16:], a.CookieAddr)
+	le.PutUint64(d[24:], uint64(a.Flags))
+}
+
+// RDMAStatus adds RDS_CMSG_RDMA_STATUS (receive only: for fakes and
+// tests).
+func (b *Builder) RDMAStatus(n Notify) {
+	d := b.next(LevelRDS, TypeRDMAStatus, RDMAStatusLen)
+	if d == nil {
+		return
+	}
+	le.PutUint64(d[0:], n.UserToken)
+	le.PutUint32(d[8:], uint32(n.Status))
+}
+
+// CongUpdate adds RDS_CMSG_CONG_UPDATE (receive only): mask has the
+// congestion-monitor bit of every port group that became uncongested.
+func (b *Builder) CongUpdate(mask uint64) {
+	if d := b.next(LevelRDS, TypeCongUpdate, CongUpdateLen); d != nil {
+		le.PutUint64(d, mask)
+	}
+}
+
+// atomic writes struct rds_atomic_args; w holds the union's four words.
+func (b *Builder) atomic(typ int32, c Cookie, local, remote uint64, w [4]uint64, f Flags, token uint64) {
+	d := b.next(LevelRDS, typ, AtomicLen)
+	if d == nil {
+		return
+	}
+	le.PutUint64(d[0:], uint64(c))
+	le.PutUint64(d[8:], local)
+	le.PutUint64(d[16:], remote)
+	for i, v := range w {
+		le.PutUint64(d[24+8*i:], v)
+	}
+	le.PutUint64(d[56:], uint64(f))
+	le.PutUint64(d[64:], token)
+}
+
+// AtomicFADD adds RDS_CMSG_ATOMIC_FADD (send; IB transport only).
+func (b *Builder) AtomicFADD(a AtomicFADD) {
+	b.atomic(TypeAtomicFADD, a.Cookie, a.LocalAddr, a.RemoteAddr,
+		[4]uint64{a.Add}, a.Flags, a.UserToken)
+}
+
+// AtomicCSWP adds RDS_CMSG_ATOMIC_CSWP (send; IB transport only).
+func (b *Builder) AtomicCSWP(a AtomicCSWP) {
+	b.atomic(TypeAtomicCSWP, a.Cookie, a.LocalAddr, a.RemoteAddr,
+		[4]uint64{a.Compare, a.Swap}, a.Flags, a.UserToken)
+}
+
+// MaskedAtomicFADD adds RDS_CMSG_MASKED_ATOMIC_FADD (send; IB only).
+func (b *Builder) MaskedAtomicFADD(a MaskedAtomicFADD) {
+	b.atomic(TypeMaskedAtomicFADD, a.Cookie, a.LocalAddr, a.RemoteAddr,
+		[4]uint64{a.Add, a.NocarryMask}, a.Flags, a.UserToken)
+}
+
+// MaskedAtomicCSWP adds RDS_CMSG_MASKED_ATOMIC_CSWP (send; IB only).
+func (b *Builder) MaskedAtomicCSWP(a MaskedAtomicCSWP) {
+	b.atomic(TypeMaskedAtomicCSWP, a.Cookie, a.LocalAddr, a.RemoteAddr,
+		[4]uint64{a.Compare, a.Swap, a.CompareMask, a.SwapMask}, a.Flags, a.UserToken)
+}
+
+// RxPathLatency adds RDS_CMSG_RXPATH_LATENCY (receive only). A Count
+// above MaxTracePoints sets the sticky error ErrInvalid.
+func (b *Builder) RxPathLatency(t RxTrace) {
+	if t.Count > MaxTracePoints {
+		b.fail(ErrInvalid, LevelRDS, TypeRxPathLatency, int(t.Count))
+		return
+	}
+	d := b.next(LevelRDS, TypeRxPathLatency, RxPathLatencyLen)
+	if d == nil {
+		return
+	}
+	d[0] = t.Count
+	for i, p := range t.Points {
+		d[1+i] = uint8(p)
+	}
+	for i, v := range t.Latency {
+		le.PutUint64(d[8+8*i:], v)
+	}
+}
+
+// ZeroCopyCookie adds RDS_CMSG_ZCOPY_COOKIE (send; TCP transport, with
+// MSG_ZEROCOPY): the cookie that a later completion reports for this
+// message.
+func (b *Builder) ZeroCopyCookie(cookie uint32) {
+	if d := b.next(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); d != nil {
+		le.PutUint32(d, cookie)
+	}
+}
+
+// ZeroCopyCompletion adds RDS_CMSG_ZCOPY_COMPLETION (receive only). All
+// eight cookie slots are written as given; an N outside
+// [0, MaxZeroCopyCookies] sets the sticky error ErrInvalid.
+func (b *Builder) ZeroCopyCompletion(z ZeroCopyCookies) {
+	if z.N < 0 || z.N > MaxZeroCopyCookies {
+		b.fail(ErrInvalid, LevelRDS, TypeZeroCopyCompletion, z.N)
+		return
+	}
+	d := b.next(LevelRDS, TypeZeroCopyCompletion, ZeroCopyCompletionLen)
+	if d == nil {
+		return
+	}
+	le.PutUint32(d[0:], uint32(z.N))
+	for i, c := range z.Cookies {
+		le.PutUint32(d[4+4*i:], c)
+	}
+}
+
+func (b *Builder) timeval(typ int32, t Timeval) {
+	if d := b.next(LevelSocket, typ, TimevalLen); d != nil {
+		le.PutUint64(d[0:], uint64(t.Sec))
+		le.PutUint64(d[8:], uint64(t.Usec))
+	}
+}
+
+func putTimespec(d []byte, t Timespec) {
+	le.PutUint64(d[0:], uint64(t.Sec))
+	le.PutUint64(d[8:], uint64(t.Nsec))
+}
+
+func (b *Builder) timespec(typ int32, t Timespec) {
+	if d := b.next(LevelSocket, typ, TimespecLen); d != nil {
+		putTimespec(d, t)
+	}
+}
+
+func (b *Builder) timestamping(typ int32, t Timestamping) {
+	if d := b.next(LevelSocket, typ, TimestampingLen); d != nil {
+		putTimespec(d[0:], t.Software)
+		putTimespec(d[16:], t.Deprecated)
+		putTimespec(d[32:], t.Hardware)
+	}
+}
+
+// Timestamp adds SCM_TIMESTAMP (receive only), what RDS attaches with
+// SO_TIMESTAMP (SO_TIMESTAMP_OLD) enabled.
+func (b *Builder) Timestamp(t Timeval) { b.timeval(TypeTimestamp, t) }
+
+// TimestampNew adds SO_TIMESTAMP_NEW (receive only), what RDS attaches
+// with SO_TIMESTAMP_NEW enabled.
+func (b *Builder) TimestampNew(t Timeval) { b.timeval(TypeTimestampNew, t) }
+
+// TimestampNS adds SCM_TIMESTAMPNS (receive only; RDS does not send it).
+func (b *Builder) TimestampNS(t Timespec) { b.timespec(TypeTimestampNS, t) }
+
+// TimestampNSNew adds SO_TIMESTAMPNS_NEW (receive only; RDS does not
+// send it).
+func (b *Builder) TimestampNSNew(t Timespec) { b.timespec(TypeTimestampNSNew, t) }
+
+// Timestamping adds SCM_TIMESTAMPING (receive only; RDS does not send
+// it).
+func (b *Builder) Timestamping(t Timestamping) { b.timestamping(TypeTimestamping, t) }
+
+// TimestampingNew adds SO_TIMESTAMPING_NEW (receive only; RDS does not
+// send it).
+func (b *Builder) TimestampingNew(t Timestamping) { b.timestamping(TypeTimestampingNew, t) }

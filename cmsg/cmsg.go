@@ -1,0 +1,362 @@
+// Copyright 2025 The go-rds Authors. All rights reserved.
+// Use of this source code is governed by a BSD-style license that can be
+// found in the LICENSE file.
+
+//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+
+package cmsg
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-rds/rds/internal/rdsabi"
+	"golang.org/x/sys/unix"
+)
+
+// Layout of struct cmsghdr on 64-bit Linux: cmsg_len (8 bytes, counting
+// the header), cmsg_level (4), cmsg_type (4), then the data, with each
+// message padded to a multiple of 8 bytes (CMSG_ALIGN).
+const (
+	// HeaderLen is sizeof(struct cmsghdr).
+	HeaderLen = 16
+	// Alignment is the unit CMSG_ALIGN rounds to.
+	Alignment = 8
+)
+
+// Align rounds n up to a multiple of Alignment, like CMSG_ALIGN.
+func Align(n int) int { return (n + Alignment - 1) &^ (Alignment - 1) }
+
+// Len is CMSG_LEN: the cmsg_len of a message carrying dataLen bytes.
+func Len(dataLen int) int { return HeaderLen + dataLen }
+
+// Space is CMSG_SPACE: the bytes a message carrying dataLen bytes occupies
+// in a control buffer, padding included.
+func Space(dataLen int) int { return HeaderLen + Align(dataLen) }
+
+// Levels.
+const (
+	// LevelRDS is SOL_RDS, the level of every RDS control message.
+	LevelRDS = rdsabi.SOL
+	// LevelSocket is SOL_SOCKET, the level of timestamps.
+	LevelSocket = unix.SOL_SOCKET
+)
+
+// Types at LevelRDS.
+const (
+	TypeRDMAArgs           = rdsabi.CmsgRDMAArgs
+	TypeRDMADest           = rdsabi.CmsgRDMADest
+	TypeRDMAMap            = rdsabi.CmsgRDMAMap
+	TypeRDMAStatus         = rdsabi.CmsgRDMAStatus
+	TypeCongUpdate         = rdsabi.CmsgCongUpdate
+	TypeAtomicFADD         = rdsabi.CmsgAtomicFADD
+	TypeAtomicCSWP         = rdsabi.CmsgAtomicCSWP
+	TypeMaskedAtomicFADD   = rdsabi.CmsgMaskedAtomicFADD
+	TypeMaskedAtomicCSWP   = rdsabi.CmsgMaskedAtomicCSWP
+	TypeRxPathLatency      = rdsabi.CmsgRxPathLatency
+	TypeZeroCopyCookie     = rdsabi.CmsgZcopyCookie
+	TypeZeroCopyCompletion = rdsabi.CmsgZcopyCompletion
+)
+
+// Types at LevelSocket. The _OLD forms carry the 64-bit layouts on every
+// architecture this package builds for, so old and new differ only in
+// their type number.
+const (
+	TypeTimestamp       = unix.SO_TIMESTAMP_OLD    // SCM_TIMESTAMP: Timeval
+	TypeTimestampNS     = unix.SO_TIMESTAMPNS_OLD  // SCM_TIMESTAMPNS: Timespec
+	TypeTimestamping    = unix.SO_TIMESTAMPING_OLD // SCM_TIMESTAMPING: Timestamping
+	TypeTimestampNew    = unix.SO_TIMESTAMP_NEW    // SO_TIMESTAMP_NEW: Timeval
+	TypeTimestampNSNew  = unix.SO_TIMESTAMPNS_NEW  // SO_TIMESTAMPNS_NEW: Timespec
+	TypeTimestampingNew = unix.SO_TIMESTAMPING_NEW // SO_TIMESTAMPING_NEW: Timestamping
+)
+
+// Data lengths (the payload after the header) of each message type.
+const (
+	RDMAArgsLen           = rdsabi.SizeofRDMAArgs     // 56
+	RDMADestLen           = rdsabi.SizeofCookie       // 8
+	RDMAMapLen            = rdsabi.SizeofGetMRArgs    // 32
+	RDMAStatusLen         = rdsabi.SizeofRDMANotify   // 16
+	CongUpdateLen         = 8                         // a uint64 port mask
+	AtomicLen             = rdsabi.SizeofAtomicArgs   // 72, all four atomic types
+	RxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32
+	ZeroCopyCookieLen     = 4                         // a uint32
+	ZeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
+	TimevalLen            = 16                        // struct timeval / __kernel_sock_timeval
+	TimespecLen           = 16                        // struct timespec / __kernel_timespec
+	TimestampingLen       = 3 * TimespecLen           // struct scm_timestamping(64)
+)
+
+// Buffer space (CMSG_SPACE) of each message type, for sizing control
+// buffers.
+const (
+	RDMAArgsSpace           = HeaderLen + (RDMAArgsLen+Alignment-1)&^(Alignment-1)           // 72
+	RDMADestSpace           = HeaderLen + (RDMADestLen+Alignment-1)&^(Alignment-1)           // 24
+	RDMAMapSpace            = HeaderLen + (RDMAMapLen+Alignment-1)&^(Alignment-1)            // 48
+	RDMAStatusSpace         = HeaderLen + (RDMAStatusLen+Alignment-1)&^(Alignment-1)         // 32
+	CongUpdateSpace         = HeaderLen + (CongUpdateLen+Alignment-1)&^(Alignment-1)         // 24
+	AtomicSpace             = HeaderLen + (AtomicLen+Alignment-1)&^(Alignment-1)             // 88
+	RxPathLatencySpace      = HeaderLen + (RxPathLatencyLen+Alignment-1)&^(Alignment-1)      // 48
+	ZeroCopyCookieSpace     = HeaderLen + (ZeroCopyCookieLen+Alignment-1)&^(Alignment-1)     // 24
+	ZeroCopyCompletionSpace = HeaderLen + (ZeroCopyCompletionLen+Alignment-1)&^(Alignment-1) // 56
+	TimevalSpace            = HeaderLen + (TimevalLen+Alignment-1)&^(Alignment-1)            // 32
+	TimespecSpace           = HeaderLen + (TimespecLen+Alignment-1)&^(Alignment-1)           // 32
+	TimestampingSpace       = HeaderLen + (TimestampingLen+Alignment-1)&^(Alignment-1)       // 64
+
+	// MaxReceiveSpace is a receive control buffer size that holds
+	// everything the kernel attaches to one recvmsg that returns data:
+	// RDMA_DEST, a timestamp, a receive-path trace and a zero-copy
+	// completion (160 bytes). Notices (RDMA_STATUS, CONG_UPDATE) come on
+	// recvmsg calls of their own; the kernel packs as many RDMA_STATUS
+	// messages as fit (controllen/RDMAStatusSpace, at least one), so a
+	// larger buffer drains them in fewer calls.
+	MaxReceiveSpace = RDMADestSpace + TimevalSpace + RxPathLatencySpace + ZeroCopyCompletionSpace
+)
+
+// Cookie is an RDMA cookie (rds_rdma_cookie_t): it names a registered
+// memory region to the peer. The kernel packs the region's R_Key in the
+// low 32 bits and the offset of the registered address within its first
+// page in the high 32 bits.
+type Cookie uint64
+
+// MakeCookie packs an R_Key and an offset as the kernel does.
+func MakeCookie(rkey, offset uint32) Cookie { return Cookie(rkey) | Cookie(offset)<<32 }
+
+// RKey returns the region's remote key (low 32 bits).
+func (c Cookie) RKey() uint32 { return uint32(c) }
+
+// Offset returns the in-page offset of the registered address (high 32
+// bits).
+func (c Cookie) Offset() uint32 { return uint32(c >> 32) }
+
+// String formats the cookie as its two halves.
+func (c Cookie) String() string {
+	return fmt.Sprintf("rkey=%#x offset=%#x", c.RKey(), c.Offset())
+}
+
+// Flags are the RDS_RDMA_* flags of RDMAArgs, MapArgs and the atomic
+// arguments.
+type Flags uint64
+
+// RDMA flags.
+const (
+	FlagReadWrite  Flags = rdsabi.RDMAReadWrite  // RDMA WRITE to the peer (without it: READ); registration is writable
+	FlagFence      Flags = rdsabi.RDMAFence      // fence the message that carries the operation
+	FlagInvalidate Flags = rdsabi.RDMAInvalidate // invalidate the R_Key when the registration is freed
+	FlagUseOnce    Flags = rdsabi.RDMAUseOnce    // free the registration after one use
+	FlagDontWait   Flags = rdsabi.RDMADontWait   // historical (barriers); ignored
+	FlagNotifyMe   Flags = rdsabi.RDMANotifyMe   // queue an RDMA_STATUS when the operation completes
+	FlagSilent     Flags = rdsabi.RDMASilent     // do not interrupt the remote side
+)
+
+// IOVec is struct rds_iovec: a memory range. In local ranges Addr is a
+// user-space address; in a remote range it is an offset into the region
+// the cookie names (registrations are zero-based).
+type IOVec struct {
+	Addr  uint64
+	Bytes uint64
+}
+
+// RDMAArgs is the data of RDS_CMSG_RDMA_ARGS (struct rds_rdma_args): an
+// RDMA READ or WRITE between NumLocal local ranges, listed in an array of
+// IOVec (rdsabi.Iovec layout) at user-space address LocalVecAddr, and the
+// range Remote of the peer's region Cookie. UserToken comes back in the
+// RDMA_STATUS notice when Flags has FlagNotifyMe.
+//
+// LocalVecAddr and the buffers it lists are user-space addresses the
+// kernel dereferences during sendmsg and, for the buffers, until the
+// transfer completes: keep them alive (runtime.KeepAlive) and unmoved.
+type RDMAArgs struct {
+	Cookie       Cookie
+	Remote       IOVec
+	LocalVecAddr uint64
+	NumLocal     uint64
+	Flags        Flags
+	UserToken    uint64
+}
+
+// MapArgs is the data of RDS_CMSG_RDMA_MAP (struct rds_get_mr_args):
+// register Vec and send the resulting cookie with this message; the kernel
+// also stores the cookie as a uint64 at user-space address CookieAddr
+// (0 for none). Keep both memory ranges alive across sendmsg.
+type MapArgs struct {
+	Vec        IOVec
+	CookieAddr uint64
+	Flags      Flags
+}
+
+// Status is the outcome of an RDMA operation in an RDMA_STATUS notice.
+type Status int32
+
+// RDMA statuses.
+const (
+	StatusSuccess     Status = rdsabi.RDMASuccess
+	StatusRemoteError Status = rdsabi.RDMARemoteError
+	StatusCanceled    Status = rdsabi.RDMACanceled
+	StatusDropped     Status = rdsabi.RDMADropped
+	StatusOtherError  Status = rdsabi.RDMAOtherError
+)
+
+// String returns the status name.
+func (s Status) String() string {
+	switch s {
+	case StatusSuccess:
+		return "success"
+	case StatusRemoteError:
+		return "remote error"
+	case StatusCanceled:
+		return "canceled"
+	case StatusDropped:
+		return "dropped"
+	case StatusOtherError:
+		return "other error"
+	}
+	return fmt.Sprintf("status(%d)", int32(s))
+}
+
+// Notify is the data of RDS_CMSG_RDMA_STATUS (struct rds_rdma_notify):
+// the operation tagged UserToken finished with Status.
+type Notify struct {
+	UserToken uint64
+	Status    Status
+}
+
+// AtomicFADD is the data of RDS_CMSG_ATOMIC_FADD: add Add to the 64-bit
+// word at offset RemoteAddr of the peer's region Cookie; the word's old
+// value is written to the 8 bytes at user-space address LocalAddr.
+type AtomicFADD struct {
+	Cookie     Cookie
+	LocalAddr  uint64
+	RemoteAddr uint64
+	Add        uint64
+	Flags      Flags
+	UserToken  uint64
+}
+
+// AtomicCSWP is the data of RDS_CMSG_ATOMIC_CSWP: if the remote word
+// equals Compare, replace it with Swap; the old value goes to LocalAddr.
+type AtomicCSWP struct {
+	Cookie     Cookie
+	LocalAddr  uint64
+	RemoteAddr uint64
+	Compare    uint64
+	Swap       uint64
+	Flags      Flags
+	UserToken  uint64
+}
+
+// MaskedAtomicFADD is the data of RDS_CMSG_MASKED_ATOMIC_FADD: a fetch
+// and add where set bits of NocarryMask stop carries at that bit.
+type MaskedAtomicFADD struct {
+	Cookie      Cookie
+	LocalAddr   uint64
+	RemoteAddr  uint64
+	Add         uint64
+	NocarryMask uint64
+	Flags       Flags
+	UserToken   uint64
+}
+
+// MaskedAtomicCSWP is the data of RDS_CMSG_MASKED_ATOMIC_CSWP: compare
+// the bits of CompareMask with Compare and, if equal, replace the bits of
+// SwapMask with those of Swap.
+type MaskedAtomicCSWP struct {
+	Cookie      Cookie
+	LocalAddr   uint64
+	RemoteAddr  uint64
+	Compare     uint64
+	Swap        uint64
+	CompareMask uint64
+	SwapMask    uint64
+	Flags       Flags
+	UserToken   uint64
+}
+
+// TracePoint is a stage of the receive path (enum
+// rds_message_rxpath_latency).
+type TracePoint uint8
+
+// Receive-path trace points.
+const (
+	TraceHdrToDgramStart TracePoint = rdsabi.RxHdrToDgramStart // header received until reassembly starts
+	TraceDgramReassemble TracePoint = rdsabi.RxDgramReassemble // reassembly until queued to the socket
+	TraceDgramDelivered  TracePoint = rdsabi.RxDgramDelivered  // queued until delivered by recvmsg
+	MaxTracePoints                  = rdsabi.RxDgramTraceMax   // number of trace points
+)
+
+// String returns the trace point name.
+func (p TracePoint) String() string {
+	switch p {
+	case TraceHdrToDgramStart:
+		return "hdr-to-dgram-start"
+	case TraceDgramReassemble:
+		return "dgram-reassemble"
+	case TraceDgramDelivered:
+		return "dgram-delivered"
+	}
+	return fmt.Sprintf("tracepoint(%d)", uint8(p))
+}
+
+// RxTrace is the data of RDS_CMSG_RXPATH_LATENCY (struct
+// rds_cmsg_rx_trace): for the first Count entries, Latency[i] nanoseconds
+// were spent in stage Points[i]. Count is at most MaxTracePoints.
+type RxTrace struct {
+	Count   uint8
+	Points  [MaxTracePoints]TracePoint
+	Latency [MaxTracePoints]uint64
+}
+
+// Duration returns Latency[i] as a time.Duration.
+func (t *RxTrace) Duration(i int) time.Duration { return time.Duration(t.Latency[i]) }
+
+// MaxZeroCopyCookies is the most cookies one zero-copy completion carries.
+const MaxZeroCopyCookies = rdsabi.MaxZcookies
+
+// ZeroCopyCookies is the data of RDS_CMSG_ZCOPY_COMPLETION (struct
+// rds_zcopy_cookies): the sends tagged with the first N Cookies have
+// completed and their buffers may be reused. N is at most
+// MaxZeroCopyCookies.
+type ZeroCopyCookies struct {
+	N       int
+	Cookies [MaxZeroCopyCookies]uint32
+}
+
+// List returns the valid cookies, Cookies[:N], without copying; N is
+// clamped to the array.
+func (z *ZeroCopyCookies) List() []uint32 {
+	return z.Cookies[:min(max(z.N, 0), MaxZeroCopyCookies)]
+}
+
+// Timeval is a timestamp with microsecond resolution (SCM_TIMESTAMP,
+// SO_TIMESTAMP_NEW): struct timeval / __kernel_sock_timeval.
+type Timeval struct {
+	Sec  int64
+	Usec int64
+}
+
+// Time converts t to a time.Time.
+func (t Timeval) Time() time.Time { return time.Unix(t.Sec, t.Usec*1e3) }
+
+// UnixNano returns t in nanoseconds since the Unix epoch.
+func (t Timeval) UnixNano() int64 { return t.Sec*1e9 + t.Usec*1e3 }
+
+// Timespec is a timestamp with nanosecond resolution (SCM_TIMESTAMPNS,
+// SO_TIMESTAMPNS_NEW): struct timespec / __kernel_timespec.
+type Timespec struct {
+	Sec  int64
+	Nsec int64
+}
+
+// Time converts t to a time.Time.
+func (t Timespec) Time() time.Time { return time.Unix(t.Sec, t.Nsec) }
+
+// UnixNano returns t in nanoseconds since the Unix epoch.
+func (t Timespec) UnixNano() int64 { return t.Sec*1e9 + t.Nsec }
+
+// Timestamping is the data of SCM_TIMESTAMPING and SO_TIMESTAMPING_NEW
+// (struct scm_timestamping): a software stamp, a deprecated slot that is
+// normally zero, and a raw hardware stamp.
+type Timestamping struct {
+	Software   Timespec
+	Deprecated Timespec
+	Hardware   Timespec
+}
