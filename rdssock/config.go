@@ -1,0 +1,71 @@
+package rdssock
+
+// Config holds options applied between socket() and bind() (TOS just
+// after bind, since it needs a transport). A nil *Config means defaults.
+type Config struct {
+	// Transport forces a transport (SO_RDS_TRANSPORT). TransportAuto lets
+	// bind choose: IB where the address has an RDMA device, else TCP;
+	// loopback for local addresses. Forcing IB on an address without an
+	// RDMA device fails at bind with ErrTransportUnavailable.
+	Transport Transport
+
+	// SendBuffer and ReceiveBuffer set SO_SNDBUF and SO_RCVBUF in bytes (the
+	// kernel doubles the value). Zero keeps the system default. A message
+	// may be at most about half the send buffer, so 1 MiB messages need
+	// SendBuffer >= 2 MiB; a receiver of large messages needs a large
+	// ReceiveBuffer too.
+	SendBuffer, ReceiveBuffer int
+
+	// ForceBuffers uses SO_SNDBUFFORCE and SO_RCVBUFFORCE, which may exceed
+	// net.core.wmem_max/rmem_max but need CAP_NET_ADMIN.
+	ForceBuffers bool
+
+	// RecvErr (RDS_RECVERR) asks the kernel to report RDMA operations that
+	// failed even when they did not request a completion notice.
+	RecvErr bool
+
+	// CongestionMonitor (RDS_CONG_MONITOR) switches on explicit congestion
+	// monitoring: after a send fails with ErrCongested, the kernel remembers
+	// the destination port in the socket's 64-bit monitor mask (bit
+	// port%64) and queues an RDS_CMSG_CONG_UPDATE control message, received
+	// as a 0-byte message, when a monitored port becomes uncongested.
+	CongestionMonitor bool
+
+	// Timestamps (SO_TIMESTAMP) attaches the receive time to each message
+	// as an SCM_TIMESTAMP control message.
+	Timestamps bool
+
+	// ZeroCopy (SO_ZEROCOPY) allows WriteMsgFlags with MSG_ZEROCOPY and an
+	// RDS_CMSG_ZCOPY_COOKIE control message; RDS/TCP only.
+	ZeroCopy bool
+
+	// RxPathLatency lists receive-path points whose timestamps the kernel
+	// attaches as RDS_CMSG_RXPATH_LATENCY (SO_RDS_MSG_RXPATH_LATENCY).
+	RxPathLatency []LatencyPoint
+
+	// TOS sets the type of service (SIOCRDSSETTOS) after bind. IB opens a
+	// separate connection per TOS; TCP accepts it but maps every value to
+	// 0. The TOS of a socket can be set only once and only before it sends.
+	TOS uint8
+
+	// NetNS, if not zero, is a file descriptor of a network namespace in
+	// which to create the socket (see github.com/mdlayher/socket). Needs
+	// CAP_SYS_ADMIN.
+	NetNS int
+}
+
+// LatencyPoint names a point on the kernel's receive path
+// (enum rds_message_rxpath_latency).
+type LatencyPoint uint8
+
+// Receive path points.
+const (
+	// LatencyHeaderToDgramStart: from the header's arrival to the start of
+	// datagram processing.
+	LatencyHeaderToDgramStart LatencyPoint = 0
+	// LatencyDgramReassemble: reassembly of the datagram.
+	LatencyDgramReassemble LatencyPoint = 1
+	// LatencyDgramDelivered: until the datagram was queued to the socket.
+	LatencyDgramDelivered LatencyPoint = 2
+	latencyPointCount                  = 3
+)

@@ -1,0 +1,69 @@
+// Package rdssock is a Go binding of Linux Reliable Datagram Sockets
+// (AF_RDS, the kernel's net/rds).
+//
+// # Sockets
+//
+// An RDS socket is a SOCK_SEQPACKET socket bound to one IP address and
+// port. It sends reliable, ordered (per peer) datagrams to any other RDS
+// socket and receives from all of them, without connect or accept: the
+// kernel opens one connection per pair of hosts on demand. Listen creates
+// and binds a socket; Config holds the options that must be set before
+// bind, such as the transport.
+//
+//	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+//	_, err = c.WriteMsg([]byte("hello"), nil, netip.MustParseAddrPort("10.0.0.2:4000"))
+//	n, oobn, flags, from, err := c.ReadMsg(buf, oob)
+//
+// # Transports
+//
+// A socket's transport is chosen at bind: InfiniBand/RoCE (module rds_rdma)
+// where the address belongs to an RDMA device, TCP (rds_tcp) otherwise,
+// and the loopback transport for local addresses. Config.Transport forces
+// one; Conn.Transport reports the choice, including the loopback value the
+// kernel header leaves unnamed.
+//
+// # Messages and control messages
+//
+// ReadMsg and WriteMsg carry control messages, which package cmsg encodes
+// and decodes. A receive of 0 data bytes is a message, never end of file:
+// RDMA completion notices, congestion updates and zero-copy completions
+// arrive as 0-byte messages that carry only control data. Truncation is
+// reported with ErrTruncated rather than dropped silently.
+//
+// Sends and receives go through the Go runtime poller, honour deadlines,
+// and have context variants. They issue sendmsg and recvmsg directly with
+// pooled message headers, so a call allocates nothing.
+//
+// # Options and information tables
+//
+// Every SOL_RDS option and ioctl has a method: SetRecvErr,
+// SetCongestionMonitor, CancelSentTo, SetRxPathLatency, SetTOS, TOS,
+// Transport, GetMR, GetMRForDest, FreeMR, plus SO_SNDBUF, SO_RCVBUF,
+// SO_TIMESTAMP and SO_ZEROCOPY. ReadInfo reads any RDS_INFO_* or
+// RDS6_INFO_* table with the kernel's size protocol, and typed methods
+// (Counters, Connections, Sockets, ...) decode them.
+//
+// # Errors
+//
+// Errors are *net.OpError values (Net "rds") wrapping *os.SyscallError.
+// errors.Is matches the errno and, where one applies, a sentinel:
+// ErrUnavailable, ErrCongested, ErrMessageTooLarge,
+// ErrTransportUnavailable, ErrNotSupported, ErrTruncated.
+//
+// # Interfaces
+//
+// *Conn implements net.PacketConn and syscall.Conn.
+//
+// On operating systems other than Linux the package compiles and every
+// function returns an error matching ErrUnavailable.
+package rdssock
+
+import (
+	"net"
+	"syscall"
+)
+
+var (
+	_ net.PacketConn = (*Conn)(nil)
+	_ syscall.Conn   = (*Conn)(nil)
+)

@@ -1,0 +1,40 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"net/netip"
+
+	"github.com/mdlayher/socket"
+	"golang.org/x/sys/unix"
+)
+
+// socketpairConns returns two Conns over an AF_UNIX SOCK_SEQPACKET pair.
+// The message path (sendmsg/recvmsg with our own msghdr) is the same as for
+// AF_RDS, so hosts without RDS can test it.
+func socketpairConns() (*Conn, *Conn, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	wrap := func(fd int) (*Conn, error) {
+		s, err := socket.New(fd, "unix")
+		if err != nil {
+			return nil, err
+		}
+		rc, err := s.SyscallConn()
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{s: s, rc: rc}, nil
+	}
+	a, err := wrap(fds[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := wrap(fds[1])
+	return a, b, err
+}
+
+// noAddr sends to the connected peer of a socketpair.
+var noAddr netip.AddrPort

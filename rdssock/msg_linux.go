@@ -1,0 +1,327 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// msgOp is the state of one sendmsg or recvmsg call. Ops are pooled and
+// their poller callbacks are bound once, so a call allocates nothing.
+// RDS messages are never sent through x/sys/unix Sendmsg/Recvmsg: those add
+// a hidden byte to an empty payload that carries control data, and
+// mdlayher/socket reports a 0-byte read as EOF, while for RDS a 0-byte
+// message with control data is an ordinary notification.
+type msgOp struct {
+	hdr      unix.Msghdr
+	iov      unix.Iovec
+	sa       sockaddrBuf
+	flags    int
+	dontWait bool
+	n        int
+	errno    unix.Errno
+
+	recv func(fd uintptr) bool // bound to doRecv
+	send func(fd uintptr) bool // bound to doSend
+}
+
+var opPool = sync.Pool{New: func() any {
+	op := new(msgOp)
+	op.recv = op.doRecv
+	op.send = op.doSend
+	return op
+}}
+
+func getOp(b, oob []byte, flags int) *msgOp {
+	op := opPool.Get().(*msgOp)
+	op.hdr = unix.Msghdr{}
+	if len(b) > 0 {
+		op.iov.Base = &b[0]
+		op.iov.SetLen(len(b))
+		op.hdr.Iov = &op.iov
+		op.hdr.SetIovlen(1)
+	}
+	if len(oob) > 0 {
+		op.hdr.Control = &oob[0]
+		op.hdr.SetControllen(len(oob))
+	}
+	op.flags = flags
+	op.dontWait = flags&unix.MSG_DONTWAIT != 0
+	op.n, op.errno = 0, 0
+	return op
+}
+
+// putOp clears references to the caller's buffers before pooling the op.
+func putOp(op *msgOp) {
+	op.hdr = unix.Msghdr{}
+	op.iov = unix.Iovec{}
+	opPool.Put(op)
+}
+
+// recvSyscall runs recvmsg once; it reports whether the poller may stop
+// waiting.
+func (op *msgOp) recvSyscall(fd uintptr) bool {
+	for {
+		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.EAGAIN && !op.dontWait {
+			return false
+		}
+		op.n, op.errno = int(n), e
+		return true
+	}
+}
+
+func (op *msgOp) doRecv(fd uintptr) bool {
+	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
+	op.hdr.Namelen = unix.SizeofSockaddrInet6
+	return op.recvSyscall(fd)
+}
+
+// sendRetries bounds how often a send that failed with EAGAIN while the
+// socket polls writable is retried before EAGAIN goes to the caller. Such
+// an EAGAIN does not come from a full send buffer (for example an RDMA
+// registration on a connection still being set up), so waiting for the
+// poller would wait for an edge that never comes.
+const sendRetries = 3
+
+func (op *msgOp) doSend(fd uintptr) bool {
+	for tries := 0; ; {
+		n, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
+		if e == unix.EINTR {
+			continue
+		}
+		if e == unix.EAGAIN && !op.dontWait {
+			if !writable(fd) {
+				return false // send buffer full: wait for the poller
+			}
+			if tries++; tries <= sendRetries {
+				continue
+			}
+		}
+		op.n, op.errno = int(n), e
+		return true
+	}
+}
+
+func writable(fd uintptr) bool {
+	pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	n, err := unix.Poll(pfd[:], 0)
+	return err == nil && n == 1 && pfd[0].Revents&unix.POLLOUT != 0
+}
+
+// ReadMsg receives one message into b and its control messages into oob
+// (parse them with package cmsg). It returns the bytes of data and control
+// data received, the recvmsg flags, and the sender.
+//
+// A result of 0 data bytes is a message, never end of file: RDMA completion
+// notices, congestion updates and zero-copy completions arrive as 0-byte
+// messages that carry only control data (and no sender), and RDS ping
+// replies are 0-byte messages from port 0.
+//
+// If the message or its control data did not fit (MSG_TRUNC, MSG_CTRUNC in
+// flags), ReadMsg returns what fit together with an error for which
+// errors.Is(err, ErrTruncated) holds; the rest is lost.
+func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
+	return c.readMsg(nil, b, oob, 0)
+}
+
+// ReadMsgContext is ReadMsg that gives up when ctx is done. A context that
+// can never be canceled costs nothing extra; one that can be uses the
+// socket's read deadline while the call waits.
+func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
+	return c.readMsg(ctx, b, oob, 0)
+}
+
+// ReadMsgFlags is ReadMsgContext with recvmsg flags such as MSG_PEEK or
+// MSG_DONTWAIT (which returns an EAGAIN error instead of waiting). ctx may
+// be nil.
+func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+	return c.readMsg(ctx, b, oob, flags)
+}
+
+func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+	op := getOp(b, oob, flags)
+	var perr error
+	if ctx == nil || ctx.Done() == nil {
+		perr = c.rc.Read(op.recv)
+	} else {
+		perr = c.waitContext(ctx, "recvmsg", false, op.recv)
+	}
+	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
+	from = op.sa.get(op.hdr.Namelen)
+	errno := op.errno
+	putOp(op)
+	switch {
+	case perr != nil:
+		return 0, 0, 0, netip.AddrPort{}, opError("read", c.LocalAddr(), nil, c.pollErr(perr))
+	case errno != 0:
+		return 0, 0, 0, netip.AddrPort{}, opError("read", c.LocalAddr(), nil, wrapSyscall("recvmsg", errno, ""))
+	case rflags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
+		return n, oobn, rflags, from, opError("read", c.LocalAddr(), addrOrNil(from), ErrTruncated)
+	}
+	return n, oobn, rflags, from, nil
+}
+
+// WriteMsg sends b as one message to to, with the control messages in oob
+// (build them with package cmsg). A zero to sends to the address set with
+// Connect. b may be empty: a 0-byte message with control data is how some
+// RDMA requests travel, and a 0-byte message to port 0 is an RDS ping.
+//
+// The call waits while the send buffer is full. It fails with ErrCongested
+// when the destination port is congested and with ErrMessageTooLarge when b
+// exceeds half the send buffer.
+func (c *Conn) WriteMsg(b, oob []byte, to netip.AddrPort) (int, error) {
+	return c.writeMsg(nil, b, oob, to, 0)
+}
+
+// WriteMsgContext is WriteMsg that gives up when ctx is done.
+func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort) (int, error) {
+	return c.writeMsg(ctx, b, oob, to, 0)
+}
+
+// WriteMsgFlags is WriteMsgContext with sendmsg flags such as MSG_ZEROCOPY
+// or MSG_DONTWAIT. ctx may be nil.
+func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+	return c.writeMsg(ctx, b, oob, to, flags)
+}
+
+func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+	op := getOp(b, oob, flags)
+	if to.IsValid() {
+		sl, err := op.sa.put(to)
+		if err != nil {
+			putOp(op)
+			return 0, opError("write", c.LocalAddr(), &Addr{to}, err)
+		}
+		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
+		op.hdr.Namelen = sl
+	}
+	var perr error
+	if ctx == nil || ctx.Done() == nil {
+		perr = c.rc.Write(op.send)
+	} else {
+		perr = c.waitContext(ctx, "sendmsg", true, op.send)
+	}
+	n, errno := op.n, op.errno
+	putOp(op)
+	switch {
+	case perr != nil:
+		return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(perr))
+	case errno != 0:
+		detail := ""
+		if errno == unix.EMSGSIZE {
+			sndbuf, _ := c.WriteBuffer()
+			detail = tooLargeDetail(len(b), sndbuf)
+		}
+		return 0, opError("write", c.LocalAddr(), addrOrNil(to), wrapSyscall("sendmsg", errno, detail))
+	}
+	return n, nil
+}
+
+// waitContext runs f in the poller until it reports done, ctx is done, or
+// the deadline passes. The context's deadline or cancellation is applied
+// through the socket's read or write deadline for the duration of the call.
+func (c *Conn) waitContext(ctx context.Context, name string, write bool, f func(uintptr) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	setDeadline := c.s.SetReadDeadline
+	wait := c.rc.Read
+	if write {
+		setDeadline, wait = c.s.SetWriteDeadline, c.rc.Write
+	}
+	if d, ok := ctx.Deadline(); ok {
+		if err := setDeadline(d); err != nil {
+			return err
+		}
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = setDeadline(aLongTimeAgo)
+		close(fired)
+	})
+	err := wait(f)
+	stopped := stop()
+	if !stopped {
+		<-fired // the deadline is in the past: wait so that clearing it sticks
+	}
+	if !stopped || hasDeadline(ctx) {
+		_ = setDeadline(noDeadline)
+	}
+	if err != nil && (ctx.Err() != nil || hasDeadline(ctx) && errors.Is(err, os.ErrDeadlineExceeded)) {
+		<-ctx.Done() // the poller's timer can fire just before the context's
+		return ctx.Err()
+	}
+	return err
+}
+
+// pollErr normalises an error from the runtime poller: after Close it is
+// net.ErrClosed, as for the net package's sockets.
+func (c *Conn) pollErr(err error) error {
+	if c.closed.Load() {
+		return net.ErrClosed
+	}
+	return err
+}
+
+func hasDeadline(ctx context.Context) bool { _, ok := ctx.Deadline(); return ok }
+
+// ReadFrom implements net.PacketConn: it receives one message's data. It
+// skips 0-byte notices that carry only control data (they have no sender;
+// use ReadMsg to see them). A message longer than p returns what fit with
+// an error matching ErrTruncated.
+func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) {
+	for {
+		n, _, flags, from, err := c.readMsg(nil, p, nil, 0)
+		if err != nil && flags == 0 {
+			return 0, nil, err // a failed receive, not a truncated one
+		}
+		if n == 0 && !from.IsValid() && flags&unix.MSG_TRUNC == 0 {
+			continue // a control-only notice
+		}
+		if flags&unix.MSG_TRUNC == 0 {
+			err = nil // only control data was cut, and none was asked for
+		}
+		return n, addrOrNil(from), err
+	}
+}
+
+// WriteTo implements net.PacketConn: it sends p as one message to addr,
+// which may be an *Addr, a *net.UDPAddr, or anything whose String is
+// "ip:port".
+func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) {
+	if addr == nil {
+		return 0, opError("write", c.LocalAddr(), nil, errInvalidAddr)
+	}
+	ap, ok := addrPortOf(addr)
+	if !ok || !ap.IsValid() {
+		return 0, opError("write", c.LocalAddr(), addr, errInvalidAddr)
+	}
+	return c.writeMsg(nil, p, nil, ap, 0)
+}
+
+// Write sends b to the address set with Connect.
+func (c *Conn) Write(b []byte) (int, error) {
+	if c.peer.Load() == nil {
+		return 0, opError("write", c.LocalAddr(), nil, unix.EDESTADDRREQ)
+	}
+	return c.writeMsg(nil, b, nil, netip.AddrPort{}, 0)
+}
+
+func addrOrNil(ap netip.AddrPort) net.Addr {
+	if !ap.IsValid() {
+		return nil
+	}
+	return &Addr{ap}
+}

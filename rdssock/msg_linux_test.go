@@ -1,0 +1,229 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func pair(t *testing.T) (*Conn, *Conn) {
+	t.Helper()
+	a, b, err := socketpairConns()
+	if err != nil {
+		t.Fatalf("socketpair: %v", err)
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+// credsCmsg builds an SCM_CREDENTIALS control message, the one control
+// message an AF_UNIX socket accepts without passing descriptors.
+func credsCmsg() []byte {
+	return unix.UnixCredentials(&unix.Ucred{Pid: int32(os.Getpid()), Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())})
+}
+
+func TestReadWriteMsgPayload(t *testing.T) {
+	a, b := pair(t)
+	want := []byte("hello, rds")
+	if n, err := a.WriteMsg(want, nil, noAddr); err != nil || n != len(want) {
+		t.Fatalf("WriteMsg = %d, %v; want %d, nil", n, err, len(want))
+	}
+	buf := make([]byte, 64)
+	n, oobn, flags, _, err := b.ReadMsg(buf, nil)
+	if err != nil {
+		t.Fatalf("ReadMsg: %v", err)
+	}
+	if !bytes.Equal(buf[:n], want) || oobn != 0 || flags != 0 {
+		t.Fatalf("ReadMsg = %q, oobn %d, flags %#x; want %q, 0, 0", buf[:n], oobn, flags, want)
+	}
+}
+
+// A message of 0 data bytes with control data must travel as exactly that:
+// x/sys/unix would add a hidden byte, and mdlayher/socket would report EOF.
+func TestZeroByteMessageWithControlData(t *testing.T) {
+	a, b := pair(t)
+	if err := b.setInt("SO_PASSCRED", unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		t.Fatal(err)
+	}
+	oob := credsCmsg()
+	if n, err := a.WriteMsg(nil, oob, noAddr); err != nil || n != 0 {
+		t.Fatalf("WriteMsg(nil, creds) = %d, %v; want 0, nil", n, err)
+	}
+	buf := make([]byte, 16)
+	roob := make([]byte, 128)
+	n, oobn, flags, _, err := b.ReadMsg(buf, roob)
+	if err != nil {
+		t.Fatalf("ReadMsg: %v", err)
+	}
+	if n != 0 {
+		t.Fatalf("received %d data bytes, want 0 (a hidden byte was added)", n)
+	}
+	msgs, err := unix.ParseSocketControlMessage(roob[:oobn])
+	if err != nil || len(msgs) != 1 || msgs[0].Header.Type != unix.SCM_CREDENTIALS {
+		t.Fatalf("control data %x (flags %#x) parsed as %v, %v; want one SCM_CREDENTIALS", roob[:oobn], flags, msgs, err)
+	}
+	cred, err := unix.ParseUnixCredentials(&msgs[0])
+	if err != nil || int(cred.Pid) != os.Getpid() {
+		t.Fatalf("credentials %+v, %v; want pid %d", cred, err, os.Getpid())
+	}
+}
+
+func TestReadMsgTruncation(t *testing.T) {
+	a, b := pair(t)
+	if _, err := a.WriteMsg([]byte("0123456789"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	n, _, flags, _, err := b.ReadMsg(buf, nil)
+	if !errors.Is(err, ErrTruncated) {
+		t.Fatalf("ReadMsg error = %v; want ErrTruncated", err)
+	}
+	if n != 4 || string(buf) != "0123" || flags&unix.MSG_TRUNC == 0 {
+		t.Fatalf("ReadMsg = %d %q flags %#x; want 4 \"0123\" with MSG_TRUNC", n, buf[:n], flags)
+	}
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Net != "rds" || op.Op != "read" {
+		t.Fatalf("error %#v is not a *net.OpError{Net: rds, Op: read}", err)
+	}
+
+	// Control data that does not fit is reported too.
+	if err := b.setInt("SO_PASSCRED", unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WriteMsg([]byte("x"), credsCmsg(), noAddr); err != nil {
+		t.Fatal(err)
+	}
+	_, _, flags, _, err = b.ReadMsg(make([]byte, 8), make([]byte, 4))
+	if !errors.Is(err, ErrTruncated) || flags&unix.MSG_CTRUNC == 0 {
+		t.Fatalf("ReadMsg with small oob: flags %#x, err %v; want MSG_CTRUNC and ErrTruncated", flags, err)
+	}
+}
+
+func TestReadDeadline(t *testing.T) {
+	_, b := pair(t)
+	if err := b.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadMsg after deadline: %v; want os.ErrDeadlineExceeded", err)
+	}
+	if d := time.Since(start); d < 40*time.Millisecond {
+		t.Fatalf("ReadMsg returned after %v, before the deadline", d)
+	}
+}
+
+func TestReadMsgContextCancel(t *testing.T) {
+	a, b := pair(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(30*time.Millisecond, cancel)
+	_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("ReadMsgContext after cancel: %v; want context.Canceled", err)
+	}
+	// The cancellation must not leave a deadline behind.
+	if _, err := a.WriteMsg([]byte("after"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	n, _, _, _, err := b.ReadMsg(buf, nil)
+	if err != nil || string(buf[:n]) != "after" {
+		t.Fatalf("ReadMsg after a canceled context = %q, %v; want \"after\", nil", buf[:n], err)
+	}
+}
+
+func TestReadMsgContextDeadline(t *testing.T) {
+	_, b := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReadMsgContext past deadline: %v; want context.DeadlineExceeded", err)
+	}
+}
+
+func TestReadMsgDontWait(t *testing.T) {
+	_, b := pair(t)
+	_, _, _, _, err := b.ReadMsgFlags(nil, make([]byte, 8), nil, unix.MSG_DONTWAIT)
+	if !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("ReadMsgFlags(MSG_DONTWAIT) on an empty socket: %v; want EAGAIN", err)
+	}
+}
+
+func TestCloseUnblocksRead(t *testing.T) {
+	_, b := pair(t)
+	errc := make(chan error, 1)
+	go func() {
+		_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("blocked ReadMsg after Close: %v; want net.ErrClosed", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("ReadMsg still blocked 2s after Close")
+	}
+	if err := b.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("second Close: %v; want net.ErrClosed", err)
+	}
+}
+
+// TestAllocReadWriteMsg checks that a send and a receive with control data
+// allocate nothing in steady state.
+func TestAllocReadWriteMsg(t *testing.T) {
+	a, b := pair(t)
+	if err := b.setInt("SO_PASSCRED", unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		t.Fatal(err)
+	}
+	payload := make([]byte, 256)
+	oob := credsCmsg()
+	buf := make([]byte, 512)
+	roob := make([]byte, 128)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := a.WriteMsg(payload, oob, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, _, err := b.ReadMsg(buf, roob); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("WriteMsg+ReadMsg allocated %v times per call; want 0", allocs)
+	}
+}
+
+func BenchmarkWriteReadMsg(b *testing.B) {
+	x, y, err := socketpairConns()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	defer y.Close()
+	payload := make([]byte, 64)
+	buf := make([]byte, 64)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		if _, err := x.WriteMsg(payload, nil, noAddr); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, _, _, err := y.ReadMsg(buf, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,320 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"fmt"
+	"github.com/go-rds/rds/internal/rdsabi"
+	"net"
+	"net/netip"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Shorter names for the SOL_RDS options (linux/rds.h).
+const (
+	solRDS           = rdsabi.SOL
+	optCancelSentTo  = rdsabi.OptCancelSentTo
+	optGetMR         = rdsabi.OptGetMR
+	optFreeMR        = rdsabi.OptFreeMR
+	optRecvErr       = rdsabi.OptRecvErr
+	optCongMonitor   = rdsabi.OptCongMonitor
+	optGetMRForDest  = rdsabi.OptGetMRForDest
+	optTransport     = rdsabi.OptTransport
+	optRxPathLatency = rdsabi.OptRxPathLatency
+	ioctlSetTOS      = rdsabi.IoctlSetTOS
+	ioctlGetTOS      = rdsabi.IoctlGetTOS
+)
+
+func (c *Conn) applyConfig(cfg *Config) error {
+	if cfg.Transport != TransportAuto {
+		if err := c.setTransport(cfg.Transport); err != nil {
+			return err
+		}
+	}
+	sndOpt, rcvOpt := unix.SO_SNDBUF, unix.SO_RCVBUF
+	if cfg.ForceBuffers {
+		sndOpt, rcvOpt = unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE
+	}
+	if cfg.SendBuffer > 0 {
+		if err := c.setInt("SO_SNDBUF", unix.SOL_SOCKET, sndOpt, cfg.SendBuffer); err != nil {
+			return err
+		}
+	}
+	if cfg.ReceiveBuffer > 0 {
+		if err := c.setInt("SO_RCVBUF", unix.SOL_SOCKET, rcvOpt, cfg.ReceiveBuffer); err != nil {
+			return err
+		}
+	}
+	if cfg.RecvErr {
+		if err := c.SetRecvErr(true); err != nil {
+			return err
+		}
+	}
+	if cfg.CongestionMonitor {
+		if err := c.SetCongestionMonitor(true); err != nil {
+			return err
+		}
+	}
+	if cfg.Timestamps {
+		if err := c.SetTimestamps(true); err != nil {
+			return err
+		}
+	}
+	if cfg.ZeroCopy {
+		if err := c.SetZeroCopy(true); err != nil {
+			return err
+		}
+	}
+	if len(cfg.RxPathLatency) > 0 {
+		if err := c.SetRxPathLatency(cfg.RxPathLatency...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Conn) setInt(name string, level, opt, v int) error {
+	err := c.control(func(fd int) error { return unix.SetsockoptInt(fd, level, opt, v) })
+	return opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt("+name+")", err, ""))
+}
+
+func (c *Conn) getInt(name string, level, opt int) (int, error) {
+	var v int
+	err := c.control(func(fd int) (err error) {
+		v, err = unix.GetsockoptInt(fd, level, opt)
+		return err
+	})
+	return v, opError("getsockopt", c.LocalAddr(), nil, wrapSyscall("getsockopt("+name+")", err, ""))
+}
+
+func (c *Conn) setTransport(t Transport) error {
+	v, ok := t.Kernel()
+	if !ok {
+		return opError("setsockopt", nil, nil, fmt.Errorf("transport %v cannot be requested: use TransportIB or TransportTCP (loopback is chosen by address)", t))
+	}
+	err := c.control(func(fd int) error { return unix.SetsockoptInt(fd, solRDS, optTransport, v) })
+	detail := ""
+	if err == unix.ENOPROTOOPT {
+		detail = "transport " + t.String() + " is not loaded: modprobe " + t.Module()
+	}
+	return opError("setsockopt", nil, nil, wrapSyscall("setsockopt(SO_RDS_TRANSPORT)", err, detail))
+}
+
+// Transport returns the transport attached to the socket: TransportNone
+// before bind, TransportLoop for local addresses.
+func (c *Conn) Transport() (Transport, error) {
+	v, err := c.getInt("SO_RDS_TRANSPORT", solRDS, optTransport)
+	if err != nil {
+		return TransportNone, err
+	}
+	return transportFromKernel(int32(v)), nil
+}
+
+// SetRecvErr switches RDS_RECVERR: report failed RDMA operations even
+// without RDS_RDMA_NOTIFY_ME.
+func (c *Conn) SetRecvErr(on bool) error {
+	return c.setInt("RDS_RECVERR", solRDS, optRecvErr, boolInt(on))
+}
+
+// RecvErr reports whether RDS_RECVERR is on.
+func (c *Conn) RecvErr() (bool, error) {
+	v, err := c.getInt("RDS_RECVERR", solRDS, optRecvErr)
+	return v != 0, err
+}
+
+// SetCongestionMonitor switches explicit congestion monitoring
+// (RDS_CONG_MONITOR); see Config.CongestionMonitor. Switching it off
+// clears the monitor mask and any pending notification.
+func (c *Conn) SetCongestionMonitor(on bool) error {
+	return c.setInt("RDS_CONG_MONITOR", solRDS, optCongMonitor, boolInt(on))
+}
+
+// SetTimestamps switches SO_TIMESTAMP: an SCM_TIMESTAMP control message
+// with the receive time on each message.
+func (c *Conn) SetTimestamps(on bool) error {
+	return c.setInt("SO_TIMESTAMP", unix.SOL_SOCKET, unix.SO_TIMESTAMP, boolInt(on))
+}
+
+// SetZeroCopy switches SO_ZEROCOPY, needed for MSG_ZEROCOPY sends.
+func (c *Conn) SetZeroCopy(on bool) error {
+	return c.setInt("SO_ZEROCOPY", unix.SOL_SOCKET, unix.SO_ZEROCOPY, boolInt(on))
+}
+
+// SetReadBuffer sets SO_RCVBUF.
+func (c *Conn) SetReadBuffer(bytes int) error {
+	return c.setInt("SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF, bytes)
+}
+
+// SetWriteBuffer sets SO_SNDBUF. The largest message is about half of it.
+func (c *Conn) SetWriteBuffer(bytes int) error {
+	c.sndbuf.Store(0)
+	return c.setInt("SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, bytes)
+}
+
+// ReadBuffer returns SO_RCVBUF as the kernel reports it (twice the value
+// set).
+func (c *Conn) ReadBuffer() (int, error) {
+	return c.getInt("SO_RCVBUF", unix.SOL_SOCKET, unix.SO_RCVBUF)
+}
+
+// WriteBuffer returns SO_SNDBUF as the kernel reports it.
+func (c *Conn) WriteBuffer() (int, error) {
+	return c.getInt("SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF)
+}
+
+// SetRxPathLatency selects up to three receive-path points whose latencies
+// the kernel reports in an RDS_CMSG_RXPATH_LATENCY control message on each
+// received message. No points switches the report off.
+func (c *Conn) SetRxPathLatency(points ...LatencyPoint) error {
+	if len(points) > latencyPointCount {
+		return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("at most %d receive path points, got %d", latencyPointCount, len(points)))
+	}
+	so := rdsabi.RxTraceOption{RxTraces: uint8(len(points))}
+	for i, p := range points {
+		if p >= latencyPointCount {
+			return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("unknown receive path point %d", p))
+		}
+		so.RxTracePos[i] = uint8(p)
+	}
+	err := c.control(func(fd int) error {
+		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optRxPathLatency,
+			uintptr(unsafe.Pointer(&so)), rdsabi.SizeofRxTraceOption, 0)
+		return errnoErr(e)
+	})
+	return opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(SO_RDS_MSG_RXPATH_LATENCY)", err, ""))
+}
+
+// CancelSentTo drops every message queued on this socket for dst that the
+// transport has not yet sent (RDS_CANCEL_SENT_TO). RDMA operations among
+// them complete with status canceled. The socket must be bound.
+func (c *Conn) CancelSentTo(dst netip.AddrPort) error {
+	var sa sockaddrBuf
+	n, err := sa.put(dst)
+	if err != nil {
+		return opError("setsockopt", c.LocalAddr(), &Addr{dst}, err)
+	}
+	err = c.control(func(fd int) error {
+		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optCancelSentTo,
+			uintptr(unsafe.Pointer(&sa.raw)), uintptr(n), 0)
+		return errnoErr(e)
+	})
+	return opError("setsockopt", c.LocalAddr(), &Addr{dst}, wrapSyscall("setsockopt(RDS_CANCEL_SENT_TO)", err, ""))
+}
+
+// SetTOS sets the socket's type of service (SIOCRDSSETTOS). It needs a
+// bound socket and fails once the socket has sent or already has a TOS.
+func (c *Conn) SetTOS(tos uint8) error {
+	err := c.control(func(fd int) error {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ioctlSetTOS, uintptr(unsafe.Pointer(&tos)))
+		return errnoErr(e)
+	})
+	return opError("ioctl", c.LocalAddr(), nil, wrapSyscall("ioctl(SIOCRDSSETTOS)", err, ""))
+}
+
+// TOS returns the socket's type of service (SIOCRDSGETTOS).
+func (c *Conn) TOS() (uint8, error) {
+	var tos uint8
+	err := c.control(func(fd int) error {
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), ioctlGetTOS, uintptr(unsafe.Pointer(&tos)))
+		return errnoErr(e)
+	})
+	return tos, opError("ioctl", c.LocalAddr(), nil, wrapSyscall("ioctl(SIOCRDSGETTOS)", err, ""))
+}
+
+// GetMR registers region for remote access (RDS_GET_MR) and returns its
+// RDMA cookie. region must stay mapped and must not move until the key is
+// freed: use memory outside the Go heap (package rdmaops owns such
+// buffers). Current kernels with FRWR-only adapters (Soft-RoCE included)
+// answer ErrNotSupported; register with an RDS_CMSG_RDMA_MAP control
+// message instead.
+func (c *Conn) GetMR(region []byte, flags uint64) (uint64, error) {
+	if len(region) == 0 {
+		return 0, opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("GetMR: empty region"))
+	}
+	var cookie uint64
+	args := rdsabi.GetMRArgs{
+		Vec:        rdsabi.Iovec{Addr: uint64(uintptr(unsafe.Pointer(&region[0]))), Bytes: uint64(len(region))},
+		CookieAddr: uint64(uintptr(unsafe.Pointer(&cookie))),
+		Flags:      flags,
+	}
+	err := c.control(func(fd int) error {
+		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optGetMR,
+			uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+		return errnoErr(e)
+	})
+	runtime.KeepAlive(region)
+	runtime.KeepAlive(&cookie)
+	return cookie, opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_GET_MR)", err, getMRDetail(err)))
+}
+
+// GetMRForDest is GetMR for a socket that may not yet have a connection:
+// dst tells the kernel which connection's device to register with
+// (RDS_GET_MR_FOR_DEST).
+func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (uint64, error) {
+	if len(region) == 0 {
+		return 0, opError("setsockopt", c.LocalAddr(), &Addr{dst}, fmt.Errorf("GetMRForDest: empty region"))
+	}
+	var sa sockaddrBuf
+	if _, err := sa.put(dst); err != nil {
+		return 0, opError("setsockopt", c.LocalAddr(), &Addr{dst}, err)
+	}
+	var cookie uint64
+	args := rdsabi.GetMRForDestArgs{
+		Vec:        rdsabi.Iovec{Addr: uint64(uintptr(unsafe.Pointer(&region[0]))), Bytes: uint64(len(region))},
+		CookieAddr: uint64(uintptr(unsafe.Pointer(&cookie))),
+		Flags:      flags,
+	}
+	copy(args.DestAddr[:], (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&sa.raw))[:])
+	err := c.control(func(fd int) error {
+		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optGetMRForDest,
+			uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+		return errnoErr(e)
+	})
+	runtime.KeepAlive(region)
+	runtime.KeepAlive(&cookie)
+	return cookie, opError("setsockopt", c.LocalAddr(), &Addr{dst}, wrapSyscall("setsockopt(RDS_GET_MR_FOR_DEST)", err, getMRDetail(err)))
+}
+
+func getMRDetail(err error) string {
+	switch err {
+	case unix.EOPNOTSUPP:
+		return "this kernel cannot register memory with RDS_GET_MR on FRWR adapters (Soft-RoCE included): register with an RDS_CMSG_RDMA_MAP control message"
+	case unix.ENODEV:
+		return "no RDMA device serves the bound address: bind to an address on an InfiniBand/RoCE device"
+	}
+	return ""
+}
+
+// FreeMR releases a registration (RDS_FREE_MR). With RDS_RDMA_INVALIDATE
+// in flags the key is invalidated, but the kernel does not wait for that:
+// a peer may still use the old key for a short time. A zero cookie frees
+// every registration of the socket.
+func (c *Conn) FreeMR(cookie, flags uint64) error {
+	args := rdsabi.FreeMRArgs{Cookie: cookie, Flags: flags}
+	err := c.control(func(fd int) error {
+		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optFreeMR,
+			uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
+		return errnoErr(e)
+	})
+	return opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_FREE_MR)", err, ""))
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// errnoErr converts a raw errno to an error, nil for zero.
+func errnoErr(e unix.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+var _ net.Addr = (*Addr)(nil)

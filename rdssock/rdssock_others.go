@@ -1,0 +1,186 @@
+//go:build !linux
+
+package rdssock
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+func notLinux() error {
+	return &net.OpError{Op: "socket", Net: network, Err: &osError{goos: runtime.GOOS}}
+}
+
+type osError struct{ goos string }
+
+func (e *osError) Error() string { return "RDS sockets need Linux; this is " + e.goos }
+
+func (e *osError) Unwrap() error { return ErrUnavailable }
+
+// Conn is an RDS socket. On this operating system every method fails.
+type Conn struct{}
+
+// Socket fails: RDS needs Linux.
+func Socket(cfg *Config) (*Conn, error) { return nil, notLinux() }
+
+// Listen fails: RDS needs Linux.
+func Listen(addr netip.AddrPort, cfg *Config) (*Conn, error) { return nil, notLinux() }
+
+// Bind fails: RDS needs Linux.
+func (c *Conn) Bind(addr netip.AddrPort) error { return notLinux() }
+
+// Connect fails: RDS needs Linux.
+func (c *Conn) Connect(to netip.AddrPort) error { return notLinux() }
+
+// Close fails: RDS needs Linux.
+func (c *Conn) Close() error { return notLinux() }
+
+// LocalAddr fails: RDS needs Linux.
+func (c *Conn) LocalAddr() net.Addr { return nil }
+
+// LocalAddrPort fails: RDS needs Linux.
+func (c *Conn) LocalAddrPort() netip.AddrPort { return netip.AddrPort{} }
+
+// RemoteAddr fails: RDS needs Linux.
+func (c *Conn) RemoteAddr() net.Addr { return nil }
+
+// SetDeadline fails: RDS needs Linux.
+func (c *Conn) SetDeadline(t time.Time) error { return notLinux() }
+
+// SetReadDeadline fails: RDS needs Linux.
+func (c *Conn) SetReadDeadline(t time.Time) error { return notLinux() }
+
+// SetWriteDeadline fails: RDS needs Linux.
+func (c *Conn) SetWriteDeadline(t time.Time) error { return notLinux() }
+
+// SyscallConn fails: RDS needs Linux.
+func (c *Conn) SyscallConn() (syscall.RawConn, error) { return nil, notLinux() }
+
+// ReadInfo fails: RDS needs Linux.
+func (c *Conn) ReadInfo(t InfoTable, buf []byte) (data []byte, itemSize int, err error) {
+	return nil, 0, notLinux()
+}
+
+// Counters fails: RDS needs Linux.
+func (c *Conn) Counters() ([]Counter, error) { return nil, notLinux() }
+
+// Connections fails: RDS needs Linux.
+func (c *Conn) Connections() ([]Connection, error) { return nil, notLinux() }
+
+// Connections6 fails: RDS needs Linux.
+func (c *Conn) Connections6() ([]Connection, error) { return nil, notLinux() }
+
+// Messages fails: RDS needs Linux.
+func (c *Conn) Messages(t InfoTable) ([]QueuedMessage, error) { return nil, notLinux() }
+
+// Sockets fails: RDS needs Linux.
+func (c *Conn) Sockets() ([]SocketInfo, error) { return nil, notLinux() }
+
+// Sockets6 fails: RDS needs Linux.
+func (c *Conn) Sockets6() ([]SocketInfo, error) { return nil, notLinux() }
+
+// TCPSockets fails: RDS needs Linux.
+func (c *Conn) TCPSockets() ([]TCPSocket, error) { return nil, notLinux() }
+
+// TCPSockets6 fails: RDS needs Linux.
+func (c *Conn) TCPSockets6() ([]TCPSocket, error) { return nil, notLinux() }
+
+// IBConnections fails: RDS needs Linux.
+func (c *Conn) IBConnections() ([]IBConnection, error) { return nil, notLinux() }
+
+// IBConnections6 fails: RDS needs Linux.
+func (c *Conn) IBConnections6() ([]IBConnection, error) { return nil, notLinux() }
+
+// ReadMsg fails: RDS needs Linux.
+func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
+	return 0, 0, 0, netip.AddrPort{}, notLinux()
+}
+
+// ReadMsgContext fails: RDS needs Linux.
+func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
+	return 0, 0, 0, netip.AddrPort{}, notLinux()
+}
+
+// ReadMsgFlags fails: RDS needs Linux.
+func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+	return 0, 0, 0, netip.AddrPort{}, notLinux()
+}
+
+// WriteMsg fails: RDS needs Linux.
+func (c *Conn) WriteMsg(b, oob []byte, to netip.AddrPort) (int, error) { return 0, notLinux() }
+
+// WriteMsgContext fails: RDS needs Linux.
+func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort) (int, error) {
+	return 0, notLinux()
+}
+
+// WriteMsgFlags fails: RDS needs Linux.
+func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+	return 0, notLinux()
+}
+
+// ReadFrom fails: RDS needs Linux.
+func (c *Conn) ReadFrom(p []byte) (int, net.Addr, error) { return 0, nil, notLinux() }
+
+// WriteTo fails: RDS needs Linux.
+func (c *Conn) WriteTo(p []byte, addr net.Addr) (int, error) { return 0, notLinux() }
+
+// Write fails: RDS needs Linux.
+func (c *Conn) Write(b []byte) (int, error) { return 0, notLinux() }
+
+// Transport fails: RDS needs Linux.
+func (c *Conn) Transport() (Transport, error) { return TransportNone, notLinux() }
+
+// SetRecvErr fails: RDS needs Linux.
+func (c *Conn) SetRecvErr(on bool) error { return notLinux() }
+
+// RecvErr fails: RDS needs Linux.
+func (c *Conn) RecvErr() (bool, error) { return false, notLinux() }
+
+// SetCongestionMonitor fails: RDS needs Linux.
+func (c *Conn) SetCongestionMonitor(on bool) error { return notLinux() }
+
+// SetTimestamps fails: RDS needs Linux.
+func (c *Conn) SetTimestamps(on bool) error { return notLinux() }
+
+// SetZeroCopy fails: RDS needs Linux.
+func (c *Conn) SetZeroCopy(on bool) error { return notLinux() }
+
+// SetReadBuffer fails: RDS needs Linux.
+func (c *Conn) SetReadBuffer(bytes int) error { return notLinux() }
+
+// SetWriteBuffer fails: RDS needs Linux.
+func (c *Conn) SetWriteBuffer(bytes int) error { return notLinux() }
+
+// ReadBuffer fails: RDS needs Linux.
+func (c *Conn) ReadBuffer() (int, error) { return 0, notLinux() }
+
+// WriteBuffer fails: RDS needs Linux.
+func (c *Conn) WriteBuffer() (int, error) { return 0, notLinux() }
+
+// SetRxPathLatency fails: RDS needs Linux.
+func (c *Conn) SetRxPathLatency(points ...LatencyPoint) error { return notLinux() }
+
+// CancelSentTo fails: RDS needs Linux.
+func (c *Conn) CancelSentTo(dst netip.AddrPort) error { return notLinux() }
+
+// SetTOS fails: RDS needs Linux.
+func (c *Conn) SetTOS(tos uint8) error { return notLinux() }
+
+// TOS fails: RDS needs Linux.
+func (c *Conn) TOS() (uint8, error) { return 0, notLinux() }
+
+// GetMR fails: RDS needs Linux.
+func (c *Conn) GetMR(region []byte, flags uint64) (uint64, error) { return 0, notLinux() }
+
+// GetMRForDest fails: RDS needs Linux.
+func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (uint64, error) {
+	return 0, notLinux()
+}
+
+// FreeMR fails: RDS needs Linux.
+func (c *Conn) FreeMR(cookie, flags uint64) error { return notLinux() }

@@ -1,0 +1,135 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// sockaddrBuf holds either a sockaddr_in or a sockaddr_in6 as the kernel
+// reads and writes them, without going through unix.Sockaddr (which
+// allocates).
+type sockaddrBuf struct {
+	raw unix.RawSockaddrInet6 // 28 bytes; a sockaddr_in fits in its prefix
+}
+
+// put encodes ap and returns the length to pass to the kernel, or an error
+// text when ap cannot be expressed.
+func (s *sockaddrBuf) put(ap netip.AddrPort) (uint32, error) {
+	a := ap.Addr()
+	if !a.IsValid() {
+		return 0, errInvalidAddr
+	}
+	port := ap.Port()
+	if !wantV6(a) {
+		in4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&s.raw))
+		*in4 = unix.RawSockaddrInet4{Family: unix.AF_INET}
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&in4.Port))[:], port)
+		in4.Addr = a.Unmap().As4()
+		return unix.SizeofSockaddrInet4, nil
+	}
+	s.raw = unix.RawSockaddrInet6{Family: unix.AF_INET6}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&s.raw.Port))[:], port)
+	s.raw.Addr = a.As16()
+	if z := a.Zone(); z != "" {
+		id, err := zoneIndex(z)
+		if err != nil {
+			return 0, err
+		}
+		s.raw.Scope_id = id
+	}
+	return unix.SizeofSockaddrInet6, nil
+}
+
+// get decodes what the kernel wrote; n is the length it reported.
+func (s *sockaddrBuf) get(n uint32) netip.AddrPort {
+	switch s.raw.Family {
+	case unix.AF_INET:
+		if n < unix.SizeofSockaddrInet4 {
+			return netip.AddrPort{}
+		}
+		in4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&s.raw))
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&in4.Port))[:])
+		return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), port)
+	case unix.AF_INET6:
+		if n < unix.SizeofSockaddrInet6 {
+			return netip.AddrPort{}
+		}
+		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.raw.Port))[:])
+		a := netip.AddrFrom16(s.raw.Addr)
+		if s.raw.Scope_id != 0 {
+			a = a.WithZone(zoneName(s.raw.Scope_id))
+		}
+		return netip.AddrPortFrom(a, port)
+	}
+	return netip.AddrPort{}
+}
+
+// Zone names are cached so that receiving from a link-local peer does not
+// allocate per message.
+var zoneCache sync.Map // uint32 -> string
+
+func zoneName(index uint32) string {
+	if v, ok := zoneCache.Load(index); ok {
+		return v.(string)
+	}
+	name := strconv.FormatUint(uint64(index), 10)
+	if ifi, err := net.InterfaceByIndex(int(index)); err == nil {
+		name = ifi.Name
+	}
+	zoneCache.Store(index, name)
+	return name
+}
+
+func zoneIndex(zone string) (uint32, error) {
+	if n, err := strconv.ParseUint(zone, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	ifi, err := net.InterfaceByName(zone)
+	if err != nil {
+		return 0, &zoneError{zone: zone}
+	}
+	return uint32(ifi.Index), nil
+}
+
+// toSockaddr converts ap for mdlayher/socket calls that take a unix.Sockaddr
+// (bind, connect); they are not on the hot path.
+func toSockaddr(ap netip.AddrPort) (unix.Sockaddr, error) {
+	a := ap.Addr()
+	if !a.IsValid() {
+		return nil, errInvalidAddr
+	}
+	if !wantV6(a) {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.Unmap().As4()}, nil
+	}
+	sa := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
+	if z := a.Zone(); z != "" {
+		id, err := zoneIndex(z)
+		if err != nil {
+			return nil, err
+		}
+		sa.ZoneId = id
+	}
+	return sa, nil
+}
+
+func fromSockaddr(sa unix.Sockaddr) netip.AddrPort {
+	switch v := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(v.Addr), uint16(v.Port))
+	case *unix.SockaddrInet6:
+		a := netip.AddrFrom16(v.Addr)
+		if v.ZoneId != 0 {
+			a = a.WithZone(zoneName(v.ZoneId))
+		}
+		return netip.AddrPortFrom(a, uint16(v.Port))
+	}
+	return netip.AddrPort{}
+}
