@@ -80,10 +80,12 @@ func pschedTickPerUsec(contents string) (float64, error) {
 		v[i] = n
 	}
 	t2us, us2t, clockRes := float64(v[0]), float64(v[1]), float64(v[2])
-	// A clock resolution of 1e9 (nanoseconds) scales ticks by 1000
-	// relative to the classic microsecond clock.
-	factor := clockRes / 1e6
-	return factor * t2us / us2t, nil
+	if v[2] == 1e9 {
+		// A nanosecond clock: ticks are the clock's own units, and the
+		// t2us/us2t ratio does not apply (tc(8) treats it the same way).
+		t2us = us2t
+	}
+	return t2us / us2t * (clockRes / 1e6), nil
 }
 
 // percentFromU32 converts netem's fixed-point probability (MaxUint32 is

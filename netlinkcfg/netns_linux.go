@@ -33,15 +33,51 @@ type Namespace struct {
 	closed bool
 }
 
-// CurrentNamespace opens the network namespace of the calling process
-// (that of its main thread, /proc/self/ns/net). In a freshly started
-// program this is the initial namespace.
+// CurrentNamespace opens the network namespace of the calling thread
+// (/proc/thread-self/ns/net). Outside Namespace.Do every thread of a
+// program that leaves namespaces alone is in the same one, so this is the
+// program's namespace (the initial one for a program started in it); called
+// inside Do, it is the namespace Do switched to.
 func CurrentNamespace() (*Namespace, error) {
-	fd, err := unix.Open("/proc/self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	path := "/proc/thread-self/ns/net"
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err == unix.ENOENT {
+		// Kernels before 3.17 have no /proc/thread-self.
+		path = fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
-		return nil, newError([]error{err}, "open current network namespace /proc/self/ns/net: %v (is /proc mounted?)", err)
+		return nil, newError([]error{err}, "open current network namespace %s: %v (is /proc mounted?)", path, err)
 	}
 	return &Namespace{fd: fd}, nil
+}
+
+// onDisposableThread runs fn on a new goroutine locked to an OS thread
+// that is discarded when fn returns, and waits for fn's error. fn may
+// therefore change the thread's namespaces.
+//
+// The Go runtime ends a thread whose goroutine exits while locked, except
+// the main thread, which it parks forever instead; a main thread parked in
+// a foreign namespace would keep that namespace alive and change what
+// /proc/self/ns/net shows. So when the goroutine lands on the main thread,
+// it keeps that thread locked (and untouched) while a second goroutine,
+// necessarily on another thread, does the work; then it unlocks it.
+func onDisposableThread(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			errc <- onDisposableThread(fn)
+			runtime.UnlockOSThread()
+			return
+		}
+		// Deliberately never unlocked: the thread ends with this
+		// goroutine.
+		errc <- fn()
+	}()
+	return <-errc
 }
 
 // validNamespaceName rejects names that cannot be a single file under
@@ -84,23 +120,17 @@ func createNamespaceAt(dir, name string) (*Namespace, error) {
 	}
 	f.Close()
 
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: when this goroutine returns, the runtime ends
-		// the thread, which has been moved to the new namespace.
-		runtime.LockOSThread()
+	err = onDisposableThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			errc <- newError([]error{err}, "create network namespace %s: unshare(CLONE_NEWNET): %v (needs CAP_SYS_ADMIN)", name, err)
-			return
+			return newError([]error{err}, "create network namespace %s: unshare(CLONE_NEWNET): %v (needs CAP_SYS_ADMIN)", name, err)
 		}
 		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
 		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
-			errc <- newError([]error{err}, "create network namespace %s: bind-mount %s on %s: %v", name, src, path, err)
-			return
+			return newError([]error{err}, "create network namespace %s: bind-mount %s on %s: %v", name, src, path, err)
 		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	})
+	if err != nil {
 		os.Remove(path)
 		return nil, err
 	}
@@ -185,28 +215,24 @@ func (ns *Namespace) FD() int {
 
 // Do runs fn on a fresh goroutine locked to an OS thread that has been
 // switched into ns, waits for it and returns its error. The thread is
-// never handed back to the Go scheduler: it ends with the goroutine.
-// Goroutines that fn starts do not run in ns.
+// never handed back to the Go scheduler: it ends with the goroutine (and
+// Do never uses the process's main thread, which the runtime would park
+// instead of ending). Goroutines that fn starts do not run in ns; sockets
+// fn opens stay in ns after it returns.
 func (ns *Namespace) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		// Deliberately never unlocked; see above.
-		runtime.LockOSThread()
+	return onDisposableThread(func() error {
 		ns.mu.RLock()
 		if ns.closed {
 			ns.mu.RUnlock()
-			errc <- newError([]error{ErrClosed}, "network namespace %s is closed", ns)
-			return
+			return newError([]error{ErrClosed}, "network namespace %s is closed", ns)
 		}
 		err := unix.Setns(ns.fd, unix.CLONE_NEWNET)
 		ns.mu.RUnlock()
 		if err != nil {
-			errc <- newError([]error{err}, "enter network namespace %s: setns: %v (needs CAP_SYS_ADMIN)", ns, err)
-			return
+			return newError([]error{err}, "enter network namespace %s: setns: %v (needs CAP_SYS_ADMIN)", ns, err)
 		}
-		errc <- fn()
-	}()
-	return <-errc
+		return fn()
+	})
 }
 
 // Close releases the namespace's file descriptor. A named namespace keeps
