@@ -28,8 +28,8 @@ rds 212992 0 - Loading 0x0000000000000000 (E)
 
 func TestParseProcModulesErrors(t *testing.T) {
 	for _, in := range []string{
-		"rds 212992 0 -\n",                  // too few fields
-		"rds 212992 0 - Dead 0x0\n",         // unknown state
+		"rds 212992 0 -\n",                 // too few fields
+		"rds 212992 0 - Dead 0x0\n",        // unknown state
 		"ok 1 0 - Live 0x0\nbroken line\n", // second line broken
 	} {
 		_, err := ParseProcModules(strings.NewReader(in))
