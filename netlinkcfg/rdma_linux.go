@@ -4,25 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
-
-// RDMALink describes an RDMA device as reported by RDMA netlink and sysfs.
-type RDMALink struct {
-	Name     string // device name, e.g. "rxe0"
-	Index    uint32 // RDMA device index
-	NodeGUID string // node GUID as reported by vishvananda/netlink (colon-separated bytes)
-	Netdev   string // attached network device ("parent" in sysfs); "" when unknown
-	Rxe      bool   // the device is a Soft-RoCE (rdma_rxe) device
-}
 
 // rdmaHandle returns the NETLINK_RDMA handle, opening it in the handle's
 // namespace on first use.
@@ -46,14 +33,6 @@ func (h *Handle) rdmaHandle() (*netlink.Handle, error) {
 // rdmaDevDir is the sysfs directory of an RDMA device.
 func (h *Handle) rdmaDevDir(name string) string {
 	return filepath.Join(h.sysRoot, "class", "infiniband", name)
-}
-
-// validRDMAName rejects names that cannot be an RDMA device.
-func validRDMAName(name string) error {
-	if name == "" || name == "." || name == ".." || len(name) >= 64 || strings.ContainsAny(name, "/\x00 ") {
-		return invalidf("rdma device name %q: want a short plain name such as \"rxe0\"", name)
-	}
-	return nil
 }
 
 // AddRxe creates a Soft-RoCE device called name on the network device
@@ -191,68 +170,11 @@ func (h *Handle) describeRDMALink(l *netlink.RdmaLink) RDMALink {
 	return r
 }
 
-// rxeParent reads rxe's "parent" attribute in devDir. ok reports whether
-// the attribute exists, which identifies an rxe device.
-func rxeParent(devDir string) (netdev string, ok bool) {
-	b, err := os.ReadFile(filepath.Join(devDir, "parent"))
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSpace(string(b)), true
-}
-
-// firstGIDNetdev returns the netdev of the first populated GID entry of
-// port 1, which any RoCE device has; "" when none can be read.
-func firstGIDNetdev(devDir string) string {
-	dir := filepath.Join(devDir, "ports", "1", "gid_attrs", "ndevs")
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return ""
-	}
-	for _, e := range ents {
-		// Unpopulated entries fail to read (EINVAL).
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err == nil {
-			if s := strings.TrimSpace(string(b)); s != "" {
-				return s
-			}
-		}
-	}
-	return ""
-}
-
 // RDMAPortState returns the state of port (counting from 1) of the RDMA
 // device name, read from /sys/class/infiniband/NAME/ports/PORT/state,
 // because RDMA netlink in vishvananda/netlink v1.3.1 does not report it.
 func (h *Handle) RDMAPortState(name string, port int) (PortState, error) {
 	return readPortState(filepath.Join(h.sysRoot, "class", "infiniband"), name, port)
-}
-
-// readPortState reads a port state below ibClass (/sys/class/infiniband).
-func readPortState(ibClass, name string, port int) (PortState, error) {
-	if err := validRDMAName(name); err != nil {
-		return 0, err
-	}
-	if port < 1 {
-		return 0, invalidf("rdma device %s port %d: ports count from 1", name, port)
-	}
-	devDir := filepath.Join(ibClass, name)
-	p := filepath.Join(devDir, "ports", strconv.Itoa(port), "state")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			if _, derr := os.Stat(devDir); derr != nil {
-				return 0, newError([]error{ErrNotFound, err}, "rdma device %s not found (no %s; create it with AddRxe)", name, devDir)
-			}
-			return 0, newError([]error{ErrNotFound, err}, "rdma device %s has no port %d (no %s)", name, port, p)
-		}
-		return 0, newError([]error{err}, "read state of rdma device %s port %d: %v", name, port, err)
-	}
-	st, err := ParsePortState(string(b))
-	if err != nil {
-		return 0, fmt.Errorf("rdma device %s port %d (%s): %w", name, port, p, err)
-	}
-	return st, nil
 }
 
 // portPollInterval is how often WaitPortActive looks at the port state.
