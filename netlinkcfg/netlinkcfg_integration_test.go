@@ -498,6 +498,13 @@ func TestIntegrationNamespaceSysctl(t *testing.T) {
 	if got != want {
 		t.Errorf("%s in %s = %q after setting %q", key, ns, got, want)
 	}
+	// The Namespace methods do the same.
+	if err := ns.SetSysctl(key, host); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ns.Sysctl(key); err != nil || got != host {
+		t.Errorf("ns.Sysctl(%s) = %q, %v after ns.SetSysctl(%q)", key, got, err, host)
+	}
 	if after, err := Sysctl(key); err != nil || after != host {
 		t.Errorf("%s in the current namespace changed: %q -> %q (%v)", key, host, after, err)
 	}
@@ -551,6 +558,46 @@ func TestIntegrationNetem(t *testing.T) {
 	// Clearing again is a no-op.
 	if err := h.ClearQdisc(a); err != nil {
 		t.Errorf("second ClearQdisc: %v", err)
+	}
+}
+
+// TestIntegrationNetemClearQdisc checks ClearQdisc on a qdisc every kernel
+// has (pfifo), so it also runs where sch_netem is missing.
+func TestIntegrationNetemClearQdisc(t *testing.T) {
+	ns := newTestNamespace(t)
+	h := handle(t, ns)
+	a, b := uniqueName(t, "nlcv"), uniqueName(t, "nlcv")
+	if err := h.AddVethPair(a, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := h.LinkIndex(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &netlink.GenericQdisc{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: idx, Parent: netlink.HANDLE_ROOT, Handle: netlink.MakeHandle(1, 0)},
+		QdiscType:  "pfifo",
+	}
+	if err := h.route.QdiscAdd(q); err != nil {
+		t.Fatal(err)
+	}
+	if typ, err := h.Qdisc(a); err != nil || typ != "pfifo" {
+		t.Fatalf("root qdisc = %q, %v; want pfifo", typ, err)
+	}
+	if _, err := h.NetemOf(a); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "it has pfifo") {
+		t.Errorf("NetemOf on pfifo: %v", err)
+	}
+	if err := h.ClearQdisc(a); err != nil {
+		t.Fatal(err)
+	}
+	if typ, err := h.Qdisc(a); err != nil || typ == "pfifo" {
+		t.Errorf("root qdisc after ClearQdisc = %q, %v", typ, err)
+	}
+	if err := h.ClearQdisc(a); err != nil {
+		t.Errorf("ClearQdisc with only the default qdisc: %v", err)
+	}
+	if err := h.ClearQdisc(uniqueName(t, "nlcq")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ClearQdisc on a missing link: %v, want ErrNotFound", err)
 	}
 }
 

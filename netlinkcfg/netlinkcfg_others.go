@@ -133,3 +133,9 @@ func (p *VethPair) Close() error { return nil }
 func SetupRxe(h *Handle, rxeName, netdev string, timeout time.Duration) error {
 	return errUnsupported
 }
+
+// Sysctl is unsupported on this OS.
+func (ns *Namespace) Sysctl(key string) (string, error) { return "", errUnsupported }
+
+// SetSysctl is unsupported on this OS.
+func (ns *Namespace) SetSysctl(key, value string) error { return errUnsupported }

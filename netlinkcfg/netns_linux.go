@@ -264,3 +264,21 @@ func (ns *Namespace) Delete() error {
 	}
 	return cerr
 }
+
+// Sysctl reads a net.* sysctl of ns (see the package-level Sysctl for the
+// key syntax).
+func (ns *Namespace) Sysctl(key string) (string, error) {
+	var v string
+	err := ns.Do(func() error {
+		var err error
+		v, err = Sysctl(key)
+		return err
+	})
+	return v, err
+}
+
+// SetSysctl writes a net.* sysctl of ns, e.g.
+// ns.SetSysctl("net.ipv4.conf.all.rp_filter", "0").
+func (ns *Namespace) SetSysctl(key, value string) error {
+	return ns.Do(func() error { return SetSysctl(key, value) })
+}
