@@ -43,8 +43,9 @@ var (
 	ErrTruncated = errors.New("message truncated: receive buffer too small")
 )
 
-// rdsErrno is an errno annotated with the sentinel it stands for and advice
-// for the user. errors.Is matches both the sentinel and the errno.
+// rdsErrno is an errno annotated with the sentinel it stands for (if any)
+// and advice for the user. errors.Is matches both the sentinel and the
+// errno.
 type rdsErrno struct {
 	errno    syscall.Errno
 	sentinel error
@@ -58,7 +59,12 @@ func (e *rdsErrno) Error() string {
 	return e.errno.Error() + ": " + e.sentinel.Error()
 }
 
-func (e *rdsErrno) Unwrap() []error { return []error{e.sentinel, e.errno} }
+func (e *rdsErrno) Unwrap() []error {
+	if e.sentinel == nil {
+		return []error{e.errno}
+	}
+	return []error{e.sentinel, e.errno}
+}
 
 // sentinelFor returns the sentinel an errno maps to for the named system
 // call, or nil. Some errnos only carry their RDS meaning for certain calls:
@@ -94,7 +100,7 @@ func wrapSyscall(syscallName string, err error, detail string) error {
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
-		if s := sentinelFor(syscallName, errno); s != nil {
+		if s := sentinelFor(syscallName, errno); s != nil || detail != "" {
 			return os.NewSyscallError(syscallName, &rdsErrno{errno: errno, sentinel: s, detail: detail})
 		}
 		return os.NewSyscallError(syscallName, errno)
