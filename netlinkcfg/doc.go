@@ -50,3 +50,14 @@
 // (root). The parsing helpers (ParseProcModules, ParsePortState,
 // Netem.Validate) need nothing.
 package netlinkcfg
+
+// BUG(rxe): rdma_rxe in Debian's 6.1 and 6.12 kernels opens its RoCEv2 UDP
+// socket and routes its packets in the initial network namespace only
+// (init_net in rxe_net.c). AddRxe on a netdev in another namespace still
+// succeeds and the port goes ACTIVE (measured on 6.1), but keep rxe
+// devices, and RDS/IB, in the initial namespace.
+
+// BUG(rxe): RDS/IB between two rxe devices in one kernel (one per veth end)
+// stayed CONNECTING when measured; RDS's own selftests add accept_local=1,
+// rp_filter=0 and permanent neighbour entries (Sysctl, AddNeighbor) for
+// that layout, untested here.

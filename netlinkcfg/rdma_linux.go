@@ -40,13 +40,15 @@ func (h *Handle) rdmaDevDir(name string) string {
 // The port becomes ACTIVE only once netdev has carrier; see
 // WaitPortActive and SetupRxe.
 //
-// With the kernels measured (Debian 6.1 and 6.12), rdma_rxe sends and
-// receives its RoCEv2 UDP packets through a socket of the initial network
-// namespace, and RDS/IB works only there, so use a Handle of the initial
-// namespace and a netdev that lives in it (for example one end of a veth
-// pair whose other end is in a second namespace, or both ends in the
-// initial namespace). RDMA devices themselves are visible from every
-// namespace while the RDMA subsystem is in its default "shared" netns mode.
+// Namespaces: the RDMA netlink socket, and so the netdev lookup, belong to
+// the handle's namespace, and on Debian's 6.1 kernel an rxe device added on
+// a veth inside a second namespace was created and its port went ACTIVE.
+// But the rdma_rxe of 6.1 and 6.12 opens its RoCEv2 UDP socket and routes
+// its packets in the initial namespace only (rxe_net.c uses init_net), and
+// RDS/IB works only in the initial namespace, so for traffic use a Handle
+// of the initial namespace and a netdev that lives there. RDMA devices are
+// visible from every namespace while the RDMA subsystem is in its default
+// "shared" netns mode.
 func (h *Handle) AddRxe(name, netdev string) error {
 	if err := validRDMAName(name); err != nil {
 		return err
