@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -17,8 +18,10 @@ import (
 // namespace; the package-level functions of vishvananda/netlink are never
 // used. A Handle is safe for concurrent use; Close it when done.
 type Handle struct {
-	ns    *Namespace
-	route *netlink.Handle // NETLINK_ROUTE
+	ns     *Namespace      // the namespace given to Namespace.Handle, for naming
+	own    *Namespace      // a private copy of ns (duplicated descriptor) for opening more sockets
+	route  *netlink.Handle // NETLINK_ROUTE
+	closed atomic.Bool
 
 	rdmaMu sync.Mutex
 	rdma   *netlink.Handle // NETLINK_RDMA, opened on first use
@@ -27,13 +30,20 @@ type Handle struct {
 	sysRoot  string // "/sys"; overridden by tests
 }
 
-// Handle opens a netlink handle whose sockets live in ns.
+// Handle opens a netlink handle whose sockets live in ns. The handle keeps
+// its own reference to the namespace, so it stays usable after ns is
+// closed.
 func (ns *Namespace) Handle() (*Handle, error) {
-	nh, err := ns.newNetlinkHandle(unix.NETLINK_ROUTE)
+	own, err := ns.dup()
 	if err != nil {
+		return nil, err
+	}
+	nh, err := own.newNetlinkHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		own.Close()
 		return nil, newError([]error{err}, "open rtnetlink socket in network namespace %s: %v", ns, err)
 	}
-	return &Handle{ns: ns, route: nh, procRoot: "/proc", sysRoot: "/sys"}, nil
+	return &Handle{ns: ns, own: own, route: nh, procRoot: "/proc", sysRoot: "/sys"}, nil
 }
 
 // newNetlinkHandle opens a netlink.Handle for one family with its socket
@@ -54,9 +64,13 @@ func (ns *Namespace) newNetlinkHandle(family int) (*netlink.Handle, error) {
 // Namespace returns the namespace the handle operates in.
 func (h *Handle) Namespace() *Namespace { return h.ns }
 
-// Close releases the handle's netlink sockets. It does not close the
-// Namespace.
+// Close releases the handle's netlink sockets and its reference to the
+// namespace (the Namespace itself stays open). Methods called after Close
+// fail with ErrClosed.
 func (h *Handle) Close() {
+	if h.closed.Swap(true) {
+		return
+	}
 	h.route.Close()
 	h.rdmaMu.Lock()
 	if h.rdma != nil {
@@ -64,10 +78,23 @@ func (h *Handle) Close() {
 		h.rdma = nil
 	}
 	h.rdmaMu.Unlock()
+	h.own.Close()
+}
+
+// errIfClosed guards every operation: a closed vishvananda/netlink Handle
+// would silently fall back to sockets in the calling thread's namespace.
+func (h *Handle) errIfClosed() error {
+	if h.closed.Load() {
+		return newError([]error{ErrClosed}, "netlink handle for network namespace %s is closed", h.ns)
+	}
+	return nil
 }
 
 // link looks a link up by name in the handle's namespace.
 func (h *Handle) link(name string) (netlink.Link, error) {
+	if err := h.errIfClosed(); err != nil {
+		return nil, err
+	}
 	if name == "" {
 		return nil, invalidf("link name is empty")
 	}
@@ -102,6 +129,9 @@ func (h *Handle) HardwareAddr(name string) (net.HardwareAddr, error) {
 
 // Links returns the names of all links in the handle's namespace.
 func (h *Handle) Links() ([]string, error) {
+	if err := h.errIfClosed(); err != nil {
+		return nil, err
+	}
 	ls, err := h.route.LinkList()
 	if err != nil {
 		return nil, newError([]error{err}, "list links in network namespace %s: %v", h.ns, err)
@@ -122,6 +152,9 @@ func (h *Handle) AddVethPair(name, peer string, peerNS *Namespace) error {
 	}
 	if len(name) >= unix.IFNAMSIZ || len(peer) >= unix.IFNAMSIZ {
 		return invalidf("add veth pair %s/%s: interface names are limited to %d bytes", name, peer, unix.IFNAMSIZ-1)
+	}
+	if err := h.errIfClosed(); err != nil {
+		return err
 	}
 	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}
 	where := h.ns.String()

@@ -180,6 +180,57 @@ func TestIntegrationNamespaceLifecycle(t *testing.T) {
 	}
 }
 
+func TestIntegrationNamespaceHandleLifetime(t *testing.T) {
+	ns := newTestNamespace(t)
+	other, err := OpenNamespace(ns.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := other.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The handle holds its own reference: closing the Namespace it came
+	// from does not affect it.
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetUp("lo"); err != nil {
+		t.Errorf("handle after its Namespace was closed: %v", err)
+	}
+	a, b := uniqueName(t, "nlcv"), uniqueName(t, "nlcv")
+	if err := h.AddVethPair(a, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h.Namespace() != other {
+		t.Error("Namespace() is not the namespace the handle was made from")
+	}
+	h.Close()
+	h.Close() // idempotent
+	for name, f := range map[string]func() error{
+		"SetUp":       func() error { return h.SetUp("lo") },
+		"Links":       func() error { _, err := h.Links(); return err },
+		"AddVethPair": func() error { return h.AddVethPair(uniqueName(t, "nlcv"), uniqueName(t, "nlcv"), nil) },
+		"AddAddr":     func() error { return h.AddAddr(a, netip.MustParsePrefix("10.231.11.1/24")) },
+		"ClearQdisc":  func() error { return h.ClearQdisc(a) },
+		"RxeLinks":    func() error { _, err := h.RxeLinks(); return err },
+	} {
+		if err := f(); !errors.Is(err, ErrClosed) {
+			t.Errorf("%s after Close: %v, want ErrClosed", name, err)
+		}
+	}
+	// Nothing leaked into the current namespace through a closed handle.
+	ch := handle(t, currentNamespace(t))
+	if _, err := ch.LinkIndex(a); !errors.Is(err, ErrNotFound) {
+		t.Errorf("link %s visible in the current namespace: %v", a, err)
+	}
+	if h2, err := ns.Handle(); err != nil {
+		t.Errorf("new handle from the still-open namespace: %v", err)
+	} else {
+		h2.Close()
+	}
+}
+
 // TestIntegrationNamespaceThreadsNotLeaked checks that no thread of the
 // process stays in a namespace after Do and Handle return.
 func TestIntegrationNamespaceThreadsNotLeaked(t *testing.T) {

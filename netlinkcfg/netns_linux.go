@@ -189,6 +189,21 @@ func openNamespaceAt(dir, name string) (*Namespace, error) {
 	return &Namespace{name: name, path: path, fd: fd}, nil
 }
 
+// dup returns an independent Namespace for the same namespace, with its
+// own descriptor.
+func (ns *Namespace) dup() (*Namespace, error) {
+	ns.mu.RLock()
+	defer ns.mu.RUnlock()
+	if ns.closed {
+		return nil, newError([]error{ErrClosed}, "network namespace %s is closed", ns)
+	}
+	fd, err := unix.FcntlInt(uintptr(ns.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, newError([]error{err}, "duplicate descriptor of network namespace %s: %v", ns, err)
+	}
+	return &Namespace{name: ns.name, path: ns.path, fd: fd}, nil
+}
+
 // Name returns the namespace's name under /run/netns, or "" for an
 // unnamed namespace such as the one CurrentNamespace returns.
 func (ns *Namespace) Name() string { return ns.name }

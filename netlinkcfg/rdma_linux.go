@@ -16,10 +16,13 @@ import (
 func (h *Handle) rdmaHandle() (*netlink.Handle, error) {
 	h.rdmaMu.Lock()
 	defer h.rdmaMu.Unlock()
+	if err := h.errIfClosed(); err != nil {
+		return nil, err
+	}
 	if h.rdma != nil {
 		return h.rdma, nil
 	}
-	nh, err := h.ns.newNetlinkHandle(unix.NETLINK_RDMA)
+	nh, err := h.own.newNetlinkHandle(unix.NETLINK_RDMA)
 	if err != nil {
 		if errors.Is(err, unix.EPROTONOSUPPORT) {
 			return nil, newError([]error{ErrModuleNotLoaded, err}, "open RDMA netlink socket: ib_core is not loaded (modprobe rdma_rxe, which pulls it in; also crc32_generic)")
