@@ -211,10 +211,13 @@ func runHost(testBin string, args []string) (int, error) {
 		case v.runErr != nil:
 			logf("kernel %s: %s: %v", k.Release, name, v.runErr)
 		default:
-			logf("kernel %s: %s stopped without reporting an exit status (kernel panic, crash or lost output)",
-				k.Release, name)
+			why := "kernel panic, crash or lost output"
+			if p := v.panicLine(); p != "" {
+				why = "the guest kernel panicked: " + p
+			}
+			logf("kernel %s: %s stopped without reporting an exit status (%s)", k.Release, name, why)
 		}
-		v.printConsoleTail(40)
+		v.printConsoleTail(60)
 		code = 1
 	}
 	return code, nil
@@ -341,6 +344,17 @@ func (v *vm) run(ctx context.Context) {
 	if werr != nil && ctx.Err() == nil && v.exitCode < 0 {
 		v.runErr = fmt.Errorf("qemu: %v: %s", werr, strings.TrimSpace(qerr.String()))
 	}
+}
+
+var panicRe = regexp.MustCompile(`Kernel panic - not syncing.*`)
+
+// panicLine returns the kernel's panic message from the console log, if any.
+func (v *vm) panicLine() string {
+	b, err := os.ReadFile(v.console)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(panicRe.Find(b)))
 }
 
 // printConsoleTail shows the last n lines of the guest console log.

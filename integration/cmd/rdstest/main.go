@@ -1,0 +1,528 @@
+// Command rdstest is the project's single test command. From the repository
+// root:
+//
+//	go run ./integration/cmd/rdstest
+//
+// It installs missing host packages (as root), runs go vet, the gofmt check
+// and the unit tests, builds the rdsvm VM runner, checks the runner itself
+// (exit codes, a missing module, a hang, a kernel panic), and then runs every
+// package with integration-tagged tests inside VMs, once per kernel. Its last
+// line is the overall tally, "N passed, M failed", and it exits non-zero on
+// any failure.
+//
+// See integration/TESTING.md.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-rds/rds/integration/internal/kernel"
+)
+
+var (
+	flagKernels = flag.String("kernels", envOr("RDSTEST_KERNELS", strings.Join(kernel.Aliases(), ",")),
+		"comma-separated kernels to test: 6.1, 6.12 or linux-image-* package names (env RDSTEST_KERNELS)")
+	flagRun      = flag.String("run", "", "passed to go test -run for the integration tests")
+	flagShort    = flag.Bool("short-circuit", false, "stop at the first failing stage")
+	flagUnit     = flag.Bool("unit", true, "run go vet, the gofmt check and the unit tests on the host")
+	flagSelf     = flag.Bool("selftest", true, "check the rdsvm runner itself (negative cases)")
+	flagVerbose  = flag.Bool("v", false, "print the full output of passing tests too")
+	flagParallel = flag.Int("p", 2, "integration test packages run in parallel (each boots one or two VMs)")
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// tally counts test results.
+type tally struct{ passed, failed, skipped int }
+
+func (t *tally) add(o tally) { t.passed += o.passed; t.failed += o.failed; t.skipped += o.skipped }
+
+func (t tally) String() string {
+	s := fmt.Sprintf("%d passed, %d failed", t.passed, t.failed)
+	if t.skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", t.skipped)
+	}
+	return s
+}
+
+var (
+	total   tally
+	summary []string
+)
+
+func note(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	summary = append(summary, line)
+	fmt.Printf("rdstest: %s\n", line)
+}
+
+func stage(name string) { fmt.Printf("\n==== rdstest: %s ====\n", name) }
+
+func main() {
+	flag.Parse()
+	start := time.Now()
+	err := run()
+	if err != nil {
+		fmt.Printf("rdstest: %v\n", err)
+		total.failed++
+	}
+	fmt.Printf("\n==== rdstest summary (%s) ====\n", time.Since(start).Round(time.Second))
+	for _, s := range summary {
+		fmt.Println(s)
+	}
+	// The last line is the tally alone; CI parses it.
+	fmt.Println(tally{passed: total.passed, failed: total.failed, skipped: total.skipped}.String())
+	if total.failed > 0 || err != nil {
+		os.Exit(1)
+	}
+	if total.passed == 0 {
+		os.Exit(1)
+	}
+}
+
+func failed() bool { return total.failed > 0 }
+
+func run() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	stage("host packages")
+	if err := ensureHostPackages(); err != nil {
+		return err
+	}
+	if *flagUnit {
+		stage("go vet")
+		if err := runCmd("go", "vet", "./..."); err != nil {
+			note("go vet ./...: FAILED")
+			total.failed++
+		}
+		if err := runCmd("go", "vet", "-tags", "integration", "./..."); err != nil {
+			note("go vet -tags integration ./...: FAILED")
+			total.failed++
+		}
+		stage("gofmt")
+		out, err := exec.Command("gofmt", "-l", ".").CombinedOutput()
+		if err != nil || len(bytes.TrimSpace(out)) > 0 {
+			fmt.Printf("gofmt -l . lists files that need formatting:\n%s", out)
+			note("gofmt: FAILED")
+			total.failed++
+		}
+		if *flagShort && failed() {
+			return nil
+		}
+		stage("unit tests (host)")
+		t, err := goTestJSON(nil, "test", "-count=1", "-json", "./...")
+		if err != nil {
+			note("unit tests: %v", err)
+			t.failed++
+		}
+		note("unit tests on the host: %s", t)
+		total.add(t)
+		if *flagShort && failed() {
+			return nil
+		}
+	}
+
+	cache, err := kernel.CacheDir()
+	if err != nil {
+		return err
+	}
+	binDir := filepath.Join(cache, "bin")
+	rdsvm := filepath.Join(binDir, "rdsvm")
+	selfcheck := filepath.Join(binDir, "selfcheck")
+	stage("build rdsvm")
+	for bin, pkg := range map[string]string{rdsvm: "./integration/cmd/rdsvm", selfcheck: "./integration/internal/selfcheck"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("build %s: %w", pkg, err)
+		}
+	}
+	fmt.Printf("built %s\n", rdsvm)
+
+	var kernels []string
+	for _, k := range strings.Split(*flagKernels, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			kernels = append(kernels, k)
+		}
+	}
+	if len(kernels) == 0 {
+		return errors.New("no kernels selected")
+	}
+	stage("fetch kernels")
+	releases := map[string]string{}
+	for _, k := range kernels {
+		t0 := time.Now()
+		kk, err := kernel.Fetch(cache, k, func(f string, a ...any) { fmt.Printf("rdstest: "+f+"\n", a...) })
+		if err != nil {
+			return err
+		}
+		releases[k] = kk.Release
+		fmt.Printf("kernel %s: %s (%s) ready in %s\n", k, kk.Release, kk.Package, time.Since(t0).Round(time.Millisecond))
+	}
+
+	if *flagSelf {
+		stage("rdsvm self-tests")
+		t := selfTests(rdsvm, selfcheck, kernels[0], releases[kernels[0]])
+		note("rdsvm self-tests (kernel %s): %s", releases[kernels[0]], t)
+		total.add(t)
+		if *flagShort && failed() {
+			return nil
+		}
+	}
+
+	pkgs, err := integrationPackages()
+	if err != nil {
+		return err
+	}
+	if len(pkgs) == 0 {
+		return errors.New("no package has integration-tagged tests")
+	}
+	for _, k := range kernels {
+		stage("integration tests, kernel " + releases[k])
+		t0 := time.Now()
+		args := []string{"test", "-tags", "integration", "-exec", rdsvm, "-count=1", "-json", "-v",
+			"-p", fmt.Sprint(*flagParallel), "-timeout", "10m"}
+		if *flagRun != "" {
+			args = append(args, "-run", *flagRun)
+		}
+		args = append(args, pkgs...)
+		t, err := goTestJSON([]string{"RDSVM_KERNEL=" + k}, args...)
+		if err != nil {
+			fmt.Printf("rdstest: %v\n", err)
+			t.failed++
+		}
+		note("kernel %s: %s (%s)", releases[k], t, time.Since(t0).Round(time.Second))
+		for _, b := range bootLines {
+			summary = append(summary, "  "+b)
+		}
+		bootLines = nil
+		total.add(t)
+		if *flagShort && failed() {
+			return nil
+		}
+	}
+	return nil
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run rdstest inside the repository (no go.mod found)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func runCmd(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stdout
+	return cmd.Run()
+}
+
+// ensureHostPackages installs what the harness needs, or says what to install.
+func ensureHostPackages() error {
+	need := map[string]string{ // command -> Debian package
+		"qemu-system-x86_64": "qemu-system-x86",
+		"depmod":             "kmod",
+		"dpkg-deb":           "dpkg",
+		"apt-get":            "apt",
+	}
+	var missing []string
+	for cmd, pkg := range need {
+		if _, err := exec.LookPath(cmd); err != nil {
+			missing = append(missing, pkg)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) == 0 {
+		fmt.Println("all host packages present (qemu-system-x86, kmod, dpkg, apt)")
+		return nil
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("missing host packages: run as root: apt-get install %s", strings.Join(missing, " "))
+	}
+	fmt.Printf("installing %s\n", strings.Join(missing, " "))
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	upd := exec.Command("apt-get", "update")
+	upd.Env, upd.Stdout, upd.Stderr = env, os.Stdout, os.Stdout
+	if err := upd.Run(); err != nil {
+		return fmt.Errorf("apt-get update: %w", err)
+	}
+	inst := exec.Command("apt-get", append([]string{"install", "-y", "--no-install-recommends"}, missing...)...)
+	inst.Env, inst.Stdout, inst.Stderr = env, os.Stdout, os.Stdout
+	if err := inst.Run(); err != nil {
+		return fmt.Errorf("apt-get install %s: %w", strings.Join(missing, " "), err)
+	}
+	return nil
+}
+
+// integrationPackages lists the packages whose test files change with the
+// integration build tag.
+func integrationPackages() ([]string, error) {
+	list := func(tags ...string) (map[string]string, error) {
+		args := append([]string{"list"}, tags...)
+		args = append(args, "-f", "{{.ImportPath}} {{join .TestGoFiles \",\"}} {{join .XTestGoFiles \",\"}}", "./...")
+		out, err := exec.Command("go", args...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+		}
+		m := map[string]string{}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			p, files, _ := strings.Cut(l, " ")
+			m[p] = files
+		}
+		return m, nil
+	}
+	with, err := list("-tags", "integration")
+	if err != nil {
+		return nil, err
+	}
+	without, err := list()
+	if err != nil {
+		return nil, err
+	}
+	var pkgs []string
+	for p, files := range with {
+		if files != without[p] {
+			pkgs = append(pkgs, p)
+		}
+	}
+	sort.Strings(pkgs)
+	fmt.Printf("packages with integration tests: %s\n", strings.Join(pkgs, " "))
+	return pkgs, nil
+}
+
+// event is one line of go test -json (test2json) output.
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+var (
+	bootLine  = regexp.MustCompile(`rdsvm: kernel .*booted in`)
+	bootLines []string
+)
+
+// goTestJSON runs go with args (which must include -json), prints the output
+// as go test would (failing tests always, passing ones with -v), and counts
+// results. A package that fails without a failing test counts as one failure.
+func goTestJSON(env []string, args ...string) (tally, error) {
+	var t tally
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stdout
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return t, err
+	}
+	if err := cmd.Start(); err != nil {
+		return t, err
+	}
+	type key struct{ pkg, test string }
+	buffered := map[key][]string{}
+	failedTests := map[string]int{}
+	var mu sync.Mutex
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			fmt.Println(sc.Text())
+			continue
+		}
+		mu.Lock()
+		k := key{e.Package, e.Test}
+		switch e.Action {
+		case "output", "build-output":
+			if bootLine.MatchString(e.Output) {
+				bootLines = append(bootLines, strings.TrimSpace(e.Output))
+			}
+			if e.Test == "" || *flagVerbose {
+				fmt.Print(e.Output)
+			} else {
+				buffered[k] = append(buffered[k], e.Output)
+			}
+		case "pass":
+			if e.Test != "" {
+				t.passed++
+			}
+			delete(buffered, k)
+		case "skip":
+			if e.Test != "" {
+				t.skipped++
+				if !*flagVerbose {
+					for _, l := range buffered[k] {
+						fmt.Print(l)
+					}
+				}
+			}
+			delete(buffered, k)
+		case "fail":
+			if e.Test != "" {
+				t.failed++
+				failedTests[e.Package]++
+				if !*flagVerbose {
+					for _, l := range buffered[k] {
+						fmt.Print(l)
+					}
+				}
+			} else if failedTests[e.Package] == 0 {
+				// The package failed outside any test: build failure, a
+				// crash before tests ran, or the peer VM failing.
+				fmt.Printf("rdstest: package %s failed outside any single test\n", e.Package)
+				t.failed++
+			}
+			delete(buffered, k)
+		}
+		mu.Unlock()
+	}
+	werr := cmd.Wait()
+	if werr != nil && t.failed == 0 {
+		return t, fmt.Errorf("go %s: %w", strings.Join(args[:2], " "), werr)
+	}
+	return t, nil
+}
+
+// selfTests checks that rdsvm reports each kind of guest outcome.
+func selfTests(rdsvm, selfcheck, kern, release string) tally {
+	type check struct {
+		name string
+		env  []string
+		args []string
+		code func(int) bool
+		want []string // substrings the combined output must contain
+		slow bool     // runs beside the others instead of after them
+	}
+	checks := []check{
+		{
+			name: "exit code 0 is passed through",
+			args: []string{"ok"},
+			code: func(c int) bool { return c == 0 },
+			want: []string{"selfcheck: ok on " + release, "booted in"},
+		},
+		{
+			name: "a non-zero exit code is passed through",
+			args: []string{"exit", "3"},
+			code: func(c int) bool { return c == 3 },
+			want: []string{"selfcheck: exiting with 3", "exit code 3"},
+		},
+		{
+			name: "a missing module fails and is named",
+			env:  []string{"RDSVM_EXTRA_MODULES=no_such_module"},
+			args: []string{"ok"},
+			code: func(c int) bool { return c != 0 },
+			want: []string{"no_such_module"},
+		},
+		{
+			name: "a hang past RDSVM_TIMEOUT fails with the console tail",
+			env:  []string{"RDSVM_TIMEOUT=60s"},
+			slow: true,
+			args: []string{"hang"},
+			code: func(c int) bool { return c != 0 },
+			want: []string{"selfcheck: hanging", "timed out after 1m0s", "console", "rdsvm-init: running"},
+		},
+		{
+			name: "a kernel panic fails with the console tail",
+			args: []string{"panic"},
+			code: func(c int) bool { return c != 0 },
+			want: []string{"without reporting an exit status", "the guest kernel panicked: Kernel panic - not syncing"},
+		},
+	}
+	var t tally
+	var wg sync.WaitGroup
+	results := make([]string, len(checks))
+	ok := make([]bool, len(checks))
+	// The slow check (mostly an idle guest) runs beside the others; those
+	// run one after another so that boots do not compete for the CPUs.
+	var serial sync.Mutex
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !c.slow {
+				serial.Lock()
+				defer serial.Unlock()
+			}
+			t0 := time.Now()
+			cmd := exec.Command(rdsvm, append([]string{selfcheck}, c.args...)...)
+			cmd.Env = append(append(os.Environ(), "RDSVM_KERNEL="+kern), c.env...)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			err := cmd.Run()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				code = -1
+			}
+			var problems []string
+			if !c.code(code) {
+				problems = append(problems, fmt.Sprintf("unexpected exit code %d", code))
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out.String(), w) {
+					problems = append(problems, fmt.Sprintf("output lacks %q", w))
+				}
+			}
+			d := time.Since(t0).Round(100 * time.Millisecond)
+			if len(problems) == 0 {
+				ok[i] = true
+				results[i] = fmt.Sprintf("--- PASS: rdsvm self-test: %s (%s)\n", c.name, d)
+				if *flagVerbose {
+					results[i] += indent(out.String())
+				}
+			} else {
+				results[i] = fmt.Sprintf("--- FAIL: rdsvm self-test: %s (%s): %s\n%s",
+					c.name, d, strings.Join(problems, "; "), indent(out.String()))
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range checks {
+		fmt.Print(results[i])
+		if ok[i] {
+			t.passed++
+		} else {
+			t.failed++
+		}
+	}
+	return t
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("    " + l + "\n")
+	}
+	return b.String()
+}
