@@ -1,0 +1,71 @@
+package barrier_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-rds/rds/barrier"
+)
+
+// Operations complete out of order; the high-water mark rises only over an
+// unbroken run of completed tokens, failed ones included.
+func ExampleTracker() {
+	tr := barrier.New(nil)
+	a := tr.Begin(barrier.Op{})
+	b := tr.Begin(barrier.Op{})
+	c := tr.Begin(barrier.Op{})
+
+	tr.Complete(b, barrier.Success)
+	fmt.Println("after b:", tr.HighWater())
+	tr.Complete(a, barrier.RemoteError)
+	fmt.Println("after a:", tr.HighWater())
+	tr.Complete(c, barrier.Success)
+	fmt.Println("after c:", tr.HighWater(), tr.Status(a))
+	// Output:
+	// after b: 0
+	// after a: 2
+	// after c: 3 remote error
+}
+
+// WaitAll is the barrier: it returns once every operation up to the token
+// is locally complete.
+func ExampleTracker_WaitAll() {
+	tr := barrier.New(nil)
+	var last barrier.Token
+	for range 3 {
+		last = tr.Begin(barrier.Op{})
+	}
+	go func() {
+		for tok := last; tok >= 1; tok-- {
+			tr.Complete(tok, barrier.Success)
+		}
+	}()
+	if err := tr.WaitAll(context.Background(), last); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println("mark:", tr.HighWater())
+	// Output: mark: 3
+}
+
+// An operation whose status never arrives times out: the mark still rises
+// and the memory it held is handed back in the Completion.
+func ExampleOp_deadline() {
+	tr := barrier.New(&barrier.Config{Completions: 1})
+	defer tr.Close()
+	buf := make([]byte, 4096)
+	tok := tr.Begin(barrier.Op{Deadline: time.Now().Add(10 * time.Millisecond), Keep: &buf})
+	c := <-tr.Completions()
+	fmt.Println(c.Token == tok, c.Status, c.Keep == &buf, tr.HighWater())
+	// Output: true timed out true 1
+}
+
+// Wait blocks for one operation.
+func ExampleTracker_Wait() {
+	tr := barrier.New(nil)
+	tok := tr.Begin(barrier.Op{})
+	go tr.Complete(tok, barrier.Dropped)
+	st, err := tr.Wait(context.Background(), tok)
+	fmt.Println(st, err, st.Err())
+	// Output: dropped <nil> barrier: RDMA operation dropped (connection went down)
+}
