@@ -4,7 +4,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -31,7 +30,7 @@ func openPeer(t *testing.T, addr netip.Addr) (*rawrds.Socket, netip.AddrPort) {
 	t.Helper()
 	var s *rawrds.Socket
 	var bound netip.AddrPort
-	err := vmtest.InPeerNamespace(context.Background(), func() error {
+	err := vmtest.InPeerNamespace(func() error {
 		var err error
 		if s, err = rawrds.Open(); err != nil {
 			return err

@@ -53,7 +53,7 @@ func listenPeer(t *testing.T, ap netip.AddrPort, cfg *rdssock.Config) *rdssock.C
 	if cfg != nil {
 		c2 = *cfg
 	}
-	c2.NetNS = int(ns.Fd())
+	c2.NetNS = ns.FD()
 	return listen(t, ap, &c2)
 }
 

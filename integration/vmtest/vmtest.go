@@ -27,15 +27,15 @@
 package vmtest
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/netlinkcfg"
 )
 
 // Roles returned by [Role].
@@ -126,47 +126,28 @@ func KernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-// PeerNamespacePath is where the peer namespace is bind-mounted.
-const PeerNamespacePath = "/run/netns/" + PeerNamespaceName
-
-// PeerNamespace opens the peer network namespace. The file's Fd works as
+// PeerNamespace opens the peer network namespace. Its FD works as
 // mdlayher/socket Config.NetNS; the caller closes it.
-func PeerNamespace() (*os.File, error) {
-	f, err := os.Open(PeerNamespacePath)
+func PeerNamespace() (*netlinkcfg.Namespace, error) {
+	ns, err := netlinkcfg.OpenNamespace(PeerNamespaceName)
 	if err != nil {
-		return nil, fmt.Errorf("open peer namespace (is this the rdsvm guest?): %w", err)
+		return nil, fmt.Errorf("open the peer namespace (is this the rdsvm guest?): %w", err)
 	}
-	return f, nil
+	return ns, nil
 }
 
 // InPeerNamespace runs fn on a fresh OS thread that has joined the peer
 // network namespace, and returns its error. The thread is discarded
-// afterwards, so the caller's thread and the rest of the process stay in the
-// initial namespace. Sockets created by fn belong to the peer namespace and
-// may be used from any goroutine.
-func InPeerNamespace(ctx context.Context, fn func() error) error {
+// afterwards, so the rest of the process stays in the initial namespace.
+// Sockets created by fn belong to the peer namespace and may be used from
+// any goroutine afterwards.
+func InPeerNamespace(fn func() error) error {
 	ns, err := PeerNamespace()
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread exits with the goroutine, taking the
-		// namespace change with it.
-		runtime.LockOSThread()
-		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", PeerNamespacePath, err)
-			return
-		}
-		errc <- fn()
-	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ns.Do(fn)
 }
 
 // ModuleLoaded reports whether the kernel module name is loaded, according to

@@ -1,0 +1,121 @@
+package guest
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/netlinkcfg"
+)
+
+// rxeTimeout bounds the wait for a new rxe port to become ACTIVE.
+const rxeTimeout = 30 * time.Second
+
+// setupTopology builds the one-VM or two-VM topology in vmtest's package doc.
+func setupTopology(vms int, role string) error {
+	cur, err := netlinkcfg.CurrentNamespace()
+	if err != nil {
+		return err
+	}
+	defer cur.Close()
+	h, err := cur.Handle()
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := h.SetUp("lo"); err != nil {
+		return err
+	}
+	if vms == 2 {
+		return setupTwoVM(h, role)
+	}
+	return setupOneVM(h)
+}
+
+func prefix(a netip.Addr) netip.Prefix {
+	if a.Is4() {
+		return netip.PrefixFrom(a, vmtest.PrefixLen4)
+	}
+	return netip.PrefixFrom(a, vmtest.PrefixLen6)
+}
+
+func addAddrs(h *netlinkcfg.Handle, link string, addrs ...netip.Addr) error {
+	for _, a := range addrs {
+		if err := h.AddAddr(link, prefix(a)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setupOneVM(h *netlinkcfg.Handle) error {
+	// RDS/TCP: rdstcp0 here, rdstcp1 in the named namespace rdspeer.
+	ns, err := netlinkcfg.CreateNamespace(vmtest.PeerNamespaceName)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	ph, err := ns.Handle()
+	if err != nil {
+		return err
+	}
+	defer ph.Close()
+	if err := h.AddVethPair(vmtest.TCPLink, vmtest.TCPPeerLink, ns); err != nil {
+		return err
+	}
+	if err := addAddrs(h, vmtest.TCPLink, vmtest.TCPLocal4, vmtest.TCPLocal6); err != nil {
+		return err
+	}
+	if err := addAddrs(ph, vmtest.TCPPeerLink, vmtest.TCPPeer4, vmtest.TCPPeer6); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		h    *netlinkcfg.Handle
+		link string
+	}{{ph, "lo"}, {ph, vmtest.TCPPeerLink}, {h, vmtest.TCPLink}} {
+		if err := s.h.SetUp(s.link); err != nil {
+			return err
+		}
+	}
+
+	// RDS/IB: one rxe device on rdsib0 carrying both IB addresses; rdsib1 is
+	// up only so that rdsib0 has carrier (two rxe devices in one VM do not
+	// connect).
+	if err := h.AddVethPair(vmtest.IBLink, vmtest.IBPeerLink, nil); err != nil {
+		return err
+	}
+	if err := addAddrs(h, vmtest.IBLink, vmtest.IBAddr1, vmtest.IBAddr2); err != nil {
+		return err
+	}
+	for _, l := range []string{vmtest.IBPeerLink, vmtest.IBLink} {
+		if err := h.SetUp(l); err != nil {
+			return err
+		}
+	}
+	return netlinkcfg.SetupRxe(h, vmtest.RxeDevice, vmtest.IBLink, rxeTimeout)
+}
+
+func setupTwoVM(h *netlinkcfg.Handle, role string) error {
+	local4, local6 := vmtest.MainAddr4, vmtest.MainAddr6
+	if role == vmtest.RolePeer {
+		local4, local6 = vmtest.PeerAddr4, vmtest.PeerAddr6
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := h.LinkIndex(vmtest.TwoVMLink); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("link %s did not appear within 20s (virtio-net driver not loaded?)", vmtest.TwoVMLink)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := addAddrs(h, vmtest.TwoVMLink, local4, local6); err != nil {
+		return err
+	}
+	if err := h.SetUp(vmtest.TwoVMLink); err != nil {
+		return err
+	}
+	return netlinkcfg.SetupRxe(h, vmtest.RxeDevice, vmtest.TwoVMLink, rxeTimeout)
+}
