@@ -338,6 +338,40 @@ func TestIntegrationVethPairSetup(t *testing.T) {
 	}
 }
 
+// TestIntegrationVethPairSetupCleanup checks that a failing SetupVethPair
+// removes what it had made.
+func TestIntegrationVethPairSetupCleanup(t *testing.T) {
+	a, b := uniqueName(t, "nlcv"), uniqueName(t, "nlcv")
+	nsName := uniqueName(t, "nlcns")
+	_, err := SetupVethPair(VethPairConfig{
+		Name: a, Peer: b, PeerNamespaceName: nsName,
+		Addrs:     []netip.Prefix{netip.MustParsePrefix("10.231.12.1/24")},
+		PeerAddrs: []netip.Prefix{netip.MustParsePrefix("224.0.0.9/32")}, // refused
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("SetupVethPair with a multicast address: %v, want ErrInvalid", err)
+	}
+	h := handle(t, currentNamespace(t))
+	if _, err := h.LinkIndex(a); !errors.Is(err, ErrNotFound) {
+		t.Errorf("link %s left behind: %v", a, err)
+	}
+	if _, err := OpenNamespace(nsName); !errors.Is(err, ErrNotFound) {
+		t.Errorf("namespace %s left behind: %v", nsName, err)
+	}
+
+	// A name clash must not delete the existing link.
+	if err := h.AddVethPair(a, b, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.DeleteLink(a) })
+	if _, err := SetupVethPair(VethPairConfig{Name: a, Peer: uniqueName(t, "nlcv")}); !errors.Is(err, ErrExists) {
+		t.Errorf("SetupVethPair over an existing link: %v, want ErrExists", err)
+	}
+	if _, err := h.LinkIndex(a); err != nil {
+		t.Errorf("existing link %s was removed by the failed setup: %v", a, err)
+	}
+}
+
 func checkAddrs(t *testing.T, h *Handle, link string, want ...netip.Prefix) {
 	t.Helper()
 	got, err := h.Addrs(link)

@@ -8,7 +8,11 @@ import (
 // its namespace (a new one when cfg.PeerNamespaceName is set), adds the
 // addresses, and sets both ends up, together with the loopback links of
 // both namespaces. On failure everything made so far is removed.
-func SetupVethPair(cfg VethPairConfig) (_ *VethPair, err error) {
+func SetupVethPair(cfg VethPairConfig) (*VethPair, error) {
+	return setupVethPair(cfg)
+}
+
+func setupVethPair(cfg VethPairConfig) (_ *VethPair, err error) {
 	if cfg.Name == "" || cfg.Peer == "" {
 		return nil, invalidf("setup veth pair: Name and Peer are both required")
 	}
