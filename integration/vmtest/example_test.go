@@ -1,0 +1,70 @@
+package vmtest_test
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/go-rds/rds/integration/vmtest"
+)
+
+// A real-kernel test starts with Require, which fails outside the VM.
+func ExampleRequire() {
+	_ = func(t *testing.T) {
+		vmtest.Require(t)
+		t.Logf("kernel %s", vmtest.KernelRelease())
+	}
+}
+
+// Run code, such as creating a socket, inside the peer namespace.
+func ExampleInPeerNamespace() {
+	err := vmtest.InPeerNamespace(func() error {
+		// sockets made here belong to the rdspeer namespace
+		return nil
+	})
+	fmt.Println(err)
+}
+
+// Open the peer namespace for mdlayher/socket's Config.NetNS.
+func ExamplePeerNamespace() {
+	ns, err := vmtest.PeerNamespace()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ns.Close()
+	fmt.Println(ns.FD() >= 0)
+}
+
+// Two-VM tests address the other side through the role.
+func ExampleRole() {
+	remote := netip.AddrPortFrom(vmtest.RemoteAddr4(), 4000)
+	fmt.Println(vmtest.Role(), remote)
+}
+
+func ExampleInGuest() {
+	if vmtest.InGuest() {
+		fmt.Println("inside the rdsvm VM, kernel", vmtest.KernelRelease())
+	}
+}
+
+func ExampleModuleLoaded() {
+	ok, err := vmtest.ModuleLoaded("rds_tcp")
+	fmt.Println(ok, err)
+}
+
+func ExampleTwoVMs() {
+	fmt.Println(vmtest.TwoVMs())
+}
+
+func ExampleLocalAddr4() {
+	fmt.Println(vmtest.LocalAddr4())
+}
+
+func ExampleRemoteAddr4() {
+	fmt.Println(vmtest.RemoteAddr4())
+}
+
+func ExampleKernelRelease() {
+	fmt.Println(vmtest.KernelRelease() != "")
+}
