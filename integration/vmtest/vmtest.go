@@ -157,11 +157,16 @@ func ModuleLoaded(name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return moduleListed(string(b), name), nil
+}
+
+// moduleListed reports whether /proc/modules content lists name.
+func moduleListed(procModules, name string) bool {
 	name = strings.ReplaceAll(name, "-", "_")
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(procModules, "\n") {
 		if f, _, _ := strings.Cut(line, " "); f == name {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }

@@ -78,12 +78,14 @@ func TestKernelRelease(t *testing.T) {
 	}
 }
 
-func TestModuleLoadedMissing(t *testing.T) {
-	ok, err := ModuleLoaded("no_such_module_anywhere")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok {
-		t.Fatal("ModuleLoaded reports a module that cannot exist")
+func TestModuleListed(t *testing.T) {
+	const procModules = `rds_tcp 32768 0 - Live 0x0000000000000000
+rds 217088 1 rds_tcp, Live 0x0000000000000000
+rdma_rxe 172032 0 - Live 0x0000000000000000
+`
+	for name, want := range map[string]bool{"rds_tcp": true, "rds-tcp": true, "rds": true, "rdma_rxe": true, "rds_rdma": false, "rd": false} {
+		if got := moduleListed(procModules, name); got != want {
+			t.Errorf("moduleListed(%q) = %v, want %v", name, got, want)
+		}
 	}
 }
