@@ -1,7 +1,10 @@
 #!/bin/sh
-# Regenerates zrdsabi_linux_amd64.go from defs_linux.go and <linux/rds.h>.
+# Regenerates zrdsabi_linux.go from defs_linux.go and <linux/rds.h>.
 # Run through "go generate ./internal/rdsabi" on a linux/amd64 host with a C
 # compiler and the kernel uapi headers (Debian: linux-libc-dev).
+#
+# The output is deliberately not named *_linux_amd64.go: that suffix would
+# restrict it to amd64 whatever its //go:build line says.
 set -eu
 
 tmp=$(mktemp -d)
@@ -28,4 +31,4 @@ go tool cgo -objdir "$tmp" -godefs defs_linux.go >"$tmp/raw.go"
 
 HDR
 	tail -n +3 "$tmp/raw.go"
-} | gofmt >zrdsabi_linux_amd64.go
+} | gofmt >zrdsabi_linux.go

@@ -13,7 +13,7 @@ package rdsabi
 // several of them out differently (i386 aligns __u64 to 4 bytes). Code that
 // uses them fails to compile here rather than pass wrong layouts to a
 // kernel. To add a platform, run "go tool cgo -godefs defs_linux.go" there,
-// compare with zrdsabi_linux_amd64.go, and extend the build constraints.
+// compare with zrdsabi_linux.go, and extend the build constraints.
 
 // LayoutsSupported reports whether this build has the kernel struct layouts.
 const LayoutsSupported = false
