@@ -43,8 +43,8 @@
 // FlagNotifyMe. The atomics operate on one 64-bit word of a registered
 // region (the masked forms are what the kernel posts for all of them;
 // providers without masked atomics, such as Soft-RoCE, fail them).
-// On the TCP and loopback transports every RDMA and atomic message makes
-// sendmsg fail with EOPNOTSUPP. CONG_UPDATE names, as a bit per port
+// On the TCP transport every RDMA and atomic message makes sendmsg fail
+// with EOPNOTSUPP (measured); the loopback transport has no RDMA either. CONG_UPDATE names, as a bit per port
 // group (port % 64), the monitored ports that stopped being congested.
 // RXPATH_LATENCY, enabled with SO_RDS_MSG_RXPATH_LATENCY, reports
 // nanoseconds spent in stages of the receive path. ZCOPY_COOKIE tags a
