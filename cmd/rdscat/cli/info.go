@@ -1,0 +1,402 @@
+package cli
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/go-rds/rds/rdssock"
+)
+
+func init() {
+	register(&command{
+		name:    "info",
+		summary: "print the kernel's RDS tables: counters, connections, queues, sockets",
+		usage:   "[flags] [TABLE ...]",
+		help: `Print the kernel's RDS information tables (the RDS_INFO_* and RDS6_INFO_*
+getsockopt tables that rds-info shows) as aligned text or JSON. Without
+TABLE arguments it prints every table this kernel provides; tables whose
+module is not loaded are noted on standard error. The tables:
+
+  counters            RDS statistics, global to the host
+  connections(6)      connections with their flags and transport
+  send-messages(6)    messages queued for sending
+  retrans-messages(6) messages sent and not yet acknowledged
+  recv-messages(6)    messages received and not yet read
+  sockets(6)          bound RDS sockets
+  tcp-sockets(6)      TCP sockets under RDS/TCP connections (rds_tcp)
+  ib-connections(6)   InfiniBand/RoCE connections with GIDs and limits (rds_rdma)
+  connection-stats    no mainline kernel provides it
+  iwarp-connections   no mainline kernel provides it
+
+The names ending in 6 are the RDS6 tables, which also list IPv4 peers (as
+IPv4-mapped addresses). Connections, queues and sockets are those of the
+network namespace (see -netns); counters are global. Connection flags:
+s sending, c connecting, C connected.
+
+Examples:
+  rdscat info
+  rdscat info connections counters
+  rdscat info -json connections6
+  rdscat info -netns peer sockets6
+  rdscat info -list`,
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			o := &infoOpts{}
+			fs.StringVar(&o.netns, "netns", "", "read the tables of the named network namespace (`NAME` as in ip netns)")
+			fs.BoolVar(&o.json, "json", false, "print one JSON object with a member per table")
+			fs.BoolVar(&o.list, "list", false, "list the table names and exit")
+			fs.BoolVar(&o.nonzero, "nonzero", false, "omit counters that are zero")
+			return o.run
+		},
+	})
+}
+
+type infoOpts struct {
+	netns   string
+	json    bool
+	list    bool
+	nonzero bool
+}
+
+// defaultTables are printed when no table is named: every table a mainline
+// kernel can provide.
+func defaultTables() []rdssock.InfoTable {
+	var ts []rdssock.InfoTable
+	for _, t := range rdssock.InfoTables() {
+		if t != rdssock.InfoConnectionStats && t != rdssock.InfoIWARPConnections {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+func (o *infoOpts) run(e *env, args []string) error {
+	if o.list {
+		if len(args) > 0 {
+			return usagef("-list takes no table names")
+		}
+		for _, t := range rdssock.InfoTables() {
+			fmt.Fprintln(e.stdout, t)
+		}
+		return nil
+	}
+	tables := defaultTables()
+	explicit := len(args) > 0
+	if explicit {
+		tables = tables[:0]
+		for _, a := range args {
+			t, err := rdssock.ParseInfoTable(a)
+			if err != nil {
+				return usagef("unknown table %q: run 'rdscat info -list' for the names", a)
+			}
+			tables = append(tables, t)
+		}
+	}
+	sf := sockFlags{netns: o.netns}
+	cfg, ns, err := sf.config()
+	if err != nil {
+		return err
+	}
+	c, err := rdssock.Socket(cfg)
+	if ns != nil {
+		ns.Close()
+	}
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	out := map[string]any{}
+	var order []string
+	for _, t := range tables {
+		rows, err := readTable(c, t)
+		if err != nil {
+			if explicit {
+				if errors.Is(err, syscall.ENOPROTOOPT) {
+					return fmt.Errorf("table %v is not available: %w", t, err)
+				}
+				return fmt.Errorf("table %v: %w", t, err)
+			}
+			if errors.Is(err, syscall.ENOPROTOOPT) {
+				fmt.Fprintf(e.stderr, "rdscat: skipping table %v: %v\n", t, err)
+				continue
+			}
+			return fmt.Errorf("table %v: %w", t, err)
+		}
+		if t == rdssock.InfoCounters && o.nonzero {
+			cs := rows.([]counterRow)
+			kept := cs[:0]
+			for _, r := range cs {
+				if r.Value != 0 {
+					kept = append(kept, r)
+				}
+			}
+			rows = kept
+		}
+		out[t.String()] = rows
+		order = append(order, t.String())
+	}
+	if o.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	for i, name := range order {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		printTable(e.stdout, name, out[name])
+	}
+	return nil
+}
+
+// Rows of the JSON and text output. Field names are stable: scripts read them.
+type (
+	counterRow struct {
+		Name  string `json:"name"`
+		Value uint64 `json:"value"`
+	}
+	connectionRow struct {
+		Local     netip.Addr `json:"local"`
+		Remote    netip.Addr `json:"remote"`
+		TOS       uint8      `json:"tos"`
+		NextTxSeq uint64     `json:"next_tx_seq"`
+		NextRxSeq uint64     `json:"next_rx_seq"`
+		Flags     string     `json:"flags"`
+		Transport string     `json:"transport"`
+	}
+	messageRow struct {
+		Local  netip.AddrPort `json:"local"`
+		Remote netip.AddrPort `json:"remote"`
+		Seq    uint64         `json:"seq"`
+		Len    uint32         `json:"len"`
+		Flags  string         `json:"flags"`
+		TOS    uint8          `json:"tos"`
+	}
+	socketRow struct {
+		Bound         netip.AddrPort `json:"bound"`
+		Connected     netip.AddrPort `json:"connected"`
+		SendBuffer    uint32         `json:"sndbuf"`
+		ReceiveBuffer uint32         `json:"rcvbuf"`
+		Inode         uint64         `json:"inode"`
+	}
+	tcpSocketRow struct {
+		Local           netip.AddrPort `json:"local"`
+		Peer            netip.AddrPort `json:"peer"`
+		HeaderRemaining uint64         `json:"hdr_remaining"`
+		DataRemaining   uint64         `json:"data_remaining"`
+		LastSentNext    uint32         `json:"last_sent_nxt"`
+		LastExpectedUna uint32         `json:"last_expected_una"`
+		LastSeenUna     uint32         `json:"last_seen_una"`
+		TOS             uint8          `json:"tos"`
+	}
+	ibConnectionRow struct {
+		Source      netip.Addr `json:"source"`
+		Dest        netip.Addr `json:"dest"`
+		SourceGID   string     `json:"source_gid"`
+		DestGID     string     `json:"dest_gid"`
+		MaxSendWR   uint32     `json:"max_send_wr"`
+		MaxRecvWR   uint32     `json:"max_recv_wr"`
+		MaxSendSGE  uint32     `json:"max_send_sge"`
+		RDMAMRMax   uint32     `json:"rdma_mr_max"`
+		RDMAMRSize  uint32     `json:"rdma_mr_size"`
+		TOS         uint8      `json:"tos"`
+		SL          uint8      `json:"sl"`
+		CacheAllocs uint32     `json:"cache_allocs"`
+	}
+	rawRow struct {
+		Hex string `json:"hex"`
+	}
+)
+
+func connFlags(f uint8) string {
+	b := []byte("---")
+	if f&rdssock.ConnSending != 0 {
+		b[0] = 's'
+	}
+	if f&rdssock.ConnConnecting != 0 {
+		b[1] = 'c'
+	}
+	if f&rdssock.ConnConnected != 0 {
+		b[2] = 'C'
+	}
+	return string(b)
+}
+
+func msgFlags(f uint8) string {
+	var s []string
+	if f&rdssock.MessageAck != 0 {
+		s = append(s, "ack")
+	}
+	if f&rdssock.MessageFastAck != 0 {
+		s = append(s, "fastack")
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
+
+func gid(g [16]byte) string { return netip.AddrFrom16(g).String() }
+
+// readTable reads and decodes one table into rows for output.
+func readTable(c *rdssock.Conn, t rdssock.InfoTable) (any, error) {
+	switch t {
+	case rdssock.InfoCounters:
+		cs, err := c.Counters()
+		rows := make([]counterRow, 0, len(cs))
+		for _, x := range cs {
+			rows = append(rows, counterRow{x.Name, x.Value})
+		}
+		return rows, err
+	case rdssock.InfoConnections, rdssock.Info6Connections:
+		var cs []rdssock.Connection
+		var err error
+		if t == rdssock.InfoConnections {
+			cs, err = c.Connections()
+		} else {
+			cs, err = c.Connections6()
+		}
+		rows := make([]connectionRow, 0, len(cs))
+		for _, x := range cs {
+			rows = append(rows, connectionRow{x.Local, x.Remote, x.TOS, x.NextTxSeq, x.NextRxSeq, connFlags(x.Flags), x.Transport})
+		}
+		return rows, err
+	case rdssock.InfoSendMessages, rdssock.InfoRetransMessages, rdssock.InfoRecvMessages,
+		rdssock.Info6SendMessages, rdssock.Info6RetransMessages, rdssock.Info6RecvMessages:
+		ms, err := c.Messages(t)
+		rows := make([]messageRow, 0, len(ms))
+		for _, x := range ms {
+			rows = append(rows, messageRow{x.Local, x.Remote, x.Seq, x.Len, msgFlags(x.Flags), x.TOS})
+		}
+		return rows, err
+	case rdssock.InfoSockets, rdssock.Info6Sockets:
+		var ss []rdssock.SocketInfo
+		var err error
+		if t == rdssock.InfoSockets {
+			ss, err = c.Sockets()
+		} else {
+			ss, err = c.Sockets6()
+		}
+		rows := make([]socketRow, 0, len(ss))
+		for _, x := range ss {
+			rows = append(rows, socketRow{x.Bound, x.Connected, x.SendBuffer, x.ReceiveBuffer, x.Inode})
+		}
+		return rows, err
+	case rdssock.InfoTCPSockets, rdssock.Info6TCPSockets:
+		var ss []rdssock.TCPSocket
+		var err error
+		if t == rdssock.InfoTCPSockets {
+			ss, err = c.TCPSockets()
+		} else {
+			ss, err = c.TCPSockets6()
+		}
+		rows := make([]tcpSocketRow, 0, len(ss))
+		for _, x := range ss {
+			rows = append(rows, tcpSocketRow{x.Local, x.Peer, x.HeaderRemaining, x.DataRemaining,
+				x.LastSentNext, x.LastExpectedUna, x.LastSeenUna, x.TOS})
+		}
+		return rows, err
+	case rdssock.InfoIBConnections, rdssock.Info6IBConnections:
+		var cs []rdssock.IBConnection
+		var err error
+		if t == rdssock.InfoIBConnections {
+			cs, err = c.IBConnections()
+		} else {
+			cs, err = c.IBConnections6()
+		}
+		rows := make([]ibConnectionRow, 0, len(cs))
+		for _, x := range cs {
+			rows = append(rows, ibConnectionRow{x.Source, x.Dest, gid(x.SourceGID), gid(x.DestGID),
+				x.MaxSendWR, x.MaxRecvWR, x.MaxSendSGE, x.RDMAMRMax, x.RDMAMRSize, x.TOS, x.SL, x.CacheAllocs})
+		}
+		return rows, err
+	}
+	// A table without a decoder: show its rows as hex.
+	data, each, err := c.ReadInfo(t, nil)
+	if err != nil {
+		return nil, err
+	}
+	rows := []rawRow{}
+	for each > 0 && len(data) >= each {
+		rows = append(rows, rawRow{hex.EncodeToString(data[:each])})
+		data = data[each:]
+	}
+	return rows, nil
+}
+
+// printTable writes one table as aligned columns under a title line.
+func printTable(w io.Writer, name string, rows any) {
+	fmt.Fprintf(w, "%s:\n", name)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	line := func(cols ...any) {
+		for i, c := range cols {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c)
+		}
+		fmt.Fprintln(tw)
+	}
+	n := 0
+	switch rs := rows.(type) {
+	case []counterRow:
+		line("  NAME", "VALUE")
+		for _, r := range rs {
+			line("  "+r.Name, r.Value)
+		}
+		n = len(rs)
+	case []connectionRow:
+		line("  LOCAL", "REMOTE", "TOS", "NEXT_TX", "NEXT_RX", "FLAGS", "TRANSPORT")
+		for _, r := range rs {
+			line("  "+r.Local.String(), r.Remote, r.TOS, r.NextTxSeq, r.NextRxSeq, r.Flags, r.Transport)
+		}
+		n = len(rs)
+	case []messageRow:
+		line("  LOCAL", "REMOTE", "SEQ", "BYTES", "FLAGS", "TOS")
+		for _, r := range rs {
+			line("  "+r.Local.String(), r.Remote, r.Seq, r.Len, r.Flags, r.TOS)
+		}
+		n = len(rs)
+	case []socketRow:
+		line("  BOUND", "CONNECTED", "SNDBUF", "RCVBUF", "INODE")
+		for _, r := range rs {
+			conn := "-"
+			if r.Connected.Addr().IsValid() && !r.Connected.Addr().IsUnspecified() {
+				conn = r.Connected.String()
+			}
+			line("  "+r.Bound.String(), conn, r.SendBuffer, r.ReceiveBuffer, r.Inode)
+		}
+		n = len(rs)
+	case []tcpSocketRow:
+		line("  LOCAL", "PEER", "HDR_REM", "DATA_REM", "SENT_NXT", "EXP_UNA", "SEEN_UNA", "TOS")
+		for _, r := range rs {
+			line("  "+r.Local.String(), r.Peer, r.HeaderRemaining, r.DataRemaining, r.LastSentNext, r.LastExpectedUna, r.LastSeenUna, r.TOS)
+		}
+		n = len(rs)
+	case []ibConnectionRow:
+		line("  SOURCE", "DEST", "SOURCE_GID", "DEST_GID", "SEND_WR", "RECV_WR", "SEND_SGE", "MR_MAX", "MR_SIZE", "TOS", "SL", "CACHE_ALLOCS")
+		for _, r := range rs {
+			line("  "+r.Source.String(), r.Dest, r.SourceGID, r.DestGID, r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.RDMAMRMax, r.RDMAMRSize, r.TOS, r.SL, r.CacheAllocs)
+		}
+		n = len(rs)
+	case []rawRow:
+		line("  ROW (hex)")
+		for _, r := range rs {
+			line("  " + r.Hex)
+		}
+		n = len(rs)
+	}
+	if n == 0 {
+		tw.Flush()
+		fmt.Fprintln(w, "  (empty)")
+	}
+}

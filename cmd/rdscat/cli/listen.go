@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/go-rds/rds/rdssock"
+)
+
+func init() {
+	register(&command{
+		name:    "listen",
+		summary: "bind an address and print the messages it receives",
+		usage:   "[flags] ADDR:PORT",
+		help: `Bind an RDS socket to ADDR:PORT and write every message it receives to
+standard output: by default each message followed by a newline, with -raw
+the bytes exactly as received. Port 0 binds any free port (see -ready).
+
+RDS needs no connection: any RDS socket that knows ADDR:PORT can send here.
+A message of 0 bytes is a message too (it prints an empty line).
+
+Examples:
+  rdscat listen 10.0.0.2:4000
+  rdscat listen -count 1 -timeout 10s 10.0.0.2:4000   one message, then exit
+  rdscat listen -raw -count 4 10.0.0.2:4000 > data.bin
+  rdscat listen -sender 10.0.0.2:4000                 prefix lines with the sender
+  rdscat listen -echo 10.0.0.2:4000                   also send each message back
+  rdscat listen -netns peer -ready addr.txt 10.0.0.2:0`,
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			o := &listenOpts{size: maxMessage}
+			o.register(fs)
+			return o.run
+		},
+	})
+}
+
+type listenOpts struct {
+	sock    sockFlags
+	count   int
+	timeout time.Duration
+	raw     bool
+	sender  bool
+	echo    bool
+	ready   string
+	size    sizeValue
+	verbose bool
+}
+
+func (o *listenOpts) register(fs *flag.FlagSet) {
+	o.sock.register(fs)
+	fs.IntVar(&o.count, "count", 0, "exit after `N` messages (0: run until interrupted)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "exit with code 4 if no message arrives for this long (0: wait forever)")
+	fs.BoolVar(&o.raw, "raw", false, "write message bytes exactly as received, with no newline after each")
+	fs.BoolVar(&o.sender, "sender", false, "print each message's sender: as a \"ADDR:PORT<TAB>\" line prefix, or with -raw on standard error")
+	fs.BoolVar(&o.echo, "echo", false, "send each message back to its sender")
+	fs.StringVar(&o.ready, "ready", "", "write the bound ADDR:PORT to `FILE` once the socket is bound (for scripts)")
+	fs.Var(&o.size, "size", "largest message to accept in `BYTES` (64k, 1m); larger ones are reported as truncated")
+	fs.BoolVar(&o.verbose, "v", false, "report the bound address and transport on standard error")
+}
+
+func (o *listenOpts) run(e *env, args []string) error {
+	if len(args) != 1 {
+		return usagef("want exactly one ADDR:PORT to listen on, got %d arguments", len(args))
+	}
+	ap, err := parseAddrPort("listen address", args[0])
+	if err != nil {
+		return err
+	}
+	if o.count < 0 || o.timeout < 0 {
+		return usagef("-count and -timeout must not be negative")
+	}
+	if err := checkMessageSize("-size", int(o.size)); err != nil {
+		return err
+	}
+	c, err := o.sock.listen(ap, func(cfg *rdssock.Config) {
+		if cfg.ReceiveBuffer == 0 && o.size > 64<<10 {
+			cfg.ReceiveBuffer = 2 * int(o.size)
+			cfg.ForceBuffers = os.Geteuid() == 0
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	local := c.LocalAddrPort()
+	if o.verbose {
+		tr, _ := c.Transport()
+		fmt.Fprintf(e.stderr, "rdscat: listening on %v (transport %v)\n", local, tr)
+	}
+	if o.ready != "" {
+		if err := writeFileAtomic(o.ready, local.String()+"\n"); err != nil {
+			return err
+		}
+	}
+
+	out := bufio.NewWriter(e.stdout)
+	defer out.Flush()
+	buf := make([]byte, int(o.size)+1)
+	for got := 0; o.count == 0 || got < o.count; {
+		n, from, err := readWithin(e, c, buf, o.timeout)
+		if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
+			if e.ctx.Err() != nil {
+				return nil // interrupted: a normal way to stop listening
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				return timeoutf("no message within %v (received %d)", o.timeout, got)
+			}
+			return err
+		}
+		if errors.Is(err, rdssock.ErrTruncated) || n > int(o.size) {
+			fmt.Fprintf(e.stderr, "rdscat: message from %v was larger than -size %d bytes and was truncated\n", from, o.size)
+			if n > int(o.size) {
+				n = int(o.size)
+			}
+		}
+		if !from.IsValid() {
+			continue // a control-only notice, not a message
+		}
+		got++
+		msg := buf[:n]
+		switch {
+		case o.raw:
+			if o.sender {
+				fmt.Fprintf(e.stderr, "rdscat: %d bytes from %v\n", n, from)
+			}
+			out.Write(msg)
+		default:
+			if o.sender {
+				fmt.Fprintf(out, "%v\t", from)
+			}
+			out.Write(msg)
+			out.WriteByte('\n')
+		}
+		if err := out.Flush(); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		if o.echo {
+			if err := sendRetry(e, c, msg, from, 10*time.Second); err != nil {
+				return fmt.Errorf("echo to %v: %w", from, err)
+			}
+		}
+	}
+	if o.echo {
+		return drain(e, c, 10*time.Second)
+	}
+	return nil
+}
+
+// readWithin reads one message, giving up after d (0: no limit) with an
+// error matching context.DeadlineExceeded.
+func readWithin(e *env, c *rdssock.Conn, buf []byte, d time.Duration) (int, netip.AddrPort, error) {
+	ctx := e.ctx
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	n, _, _, from, err := c.ReadMsgContext(ctx, buf, nil)
+	return n, from, err
+}
+
+func writeFileAtomic(name, data string) error {
+	tmp := name + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, name)
+}
+
+// sendRetry sends one message, retrying while the destination port is
+// congested, for up to wait.
+func sendRetry(e *env, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for backoff := 100 * time.Microsecond; ; {
+		_, err := c.WriteMsgContext(e.ctx, b, nil, to)
+		if err == nil || !errors.Is(err, rdssock.ErrCongested) {
+			return explain(err, to)
+		}
+		if time.Now().After(deadline) {
+			return timeoutf("%v stayed congested for %v: the receiver is not reading", to, wait)
+		}
+		select {
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 20*time.Millisecond)
+	}
+}
+
+// drain waits until the kernel has sent, and the peers have acknowledged,
+// every message queued on c: closing an RDS socket discards what is still
+// queued. It watches the send and retransmit tables for c's address.
+func drain(e *env, c *rdssock.Conn, wait time.Duration) error {
+	local := c.LocalAddrPort()
+	v6 := local.Addr().Is6()
+	tables := []rdssock.InfoTable{rdssock.InfoSendMessages, rdssock.InfoRetransMessages}
+	if v6 {
+		tables = []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages}
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		pending := 0
+		for _, t := range tables {
+			ms, err := c.Messages(t)
+			if err != nil {
+				return fmt.Errorf("wait for queued messages: %w", err)
+			}
+			for _, m := range ms {
+				if m.Local == local || (v6 && m.Local.Addr().Unmap() == local.Addr().Unmap() && m.Local.Port() == local.Port()) {
+					pending++
+				}
+			}
+		}
+		if pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return timeoutf("%d messages still unacknowledged after %v: is the peer reachable?", pending, wait)
+		}
+		select {
+		case <-e.ctx.Done():
+			return e.ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}

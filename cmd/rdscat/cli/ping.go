@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net/netip"
+	"time"
+
+	"github.com/go-rds/rds/rdssock"
+)
+
+func init() {
+	register(&command{
+		name:    "ping",
+		summary: "RDS ping: check the path to a host, with round-trip times",
+		usage:   "[flags] DEST",
+		help: `Send RDS pings to DEST and report each reply's round-trip time, then a
+summary like ping(8). An RDS ping is a 0-byte message to port 0; the kernel
+at DEST answers it from port 0 (while its sysctl net.rds.ping_enable is 1),
+so no program needs to run there. The first ping also sets up the RDS
+connection and is slower.
+
+Replies carry no sequence number; RDS delivers them in order, so each reply
+is matched to the oldest unanswered ping.
+
+Examples:
+  rdscat ping 10.0.0.2                       until interrupted
+  rdscat ping -c 3 -i 200ms 10.0.0.2
+  rdscat ping -c 5 -from 10.0.0.1 -json 10.0.0.2
+  rdscat ping -c 1 -W 2s fd00::2`,
+		setup: func(fs *flag.FlagSet) func(*env, []string) error {
+			o := &pingOpts{}
+			o.register(fs)
+			return o.run
+		},
+	})
+}
+
+type pingOpts struct {
+	sock     sockFlags
+	count    int
+	interval time.Duration
+	wait     time.Duration
+	from     string
+	tos      uint
+	json     bool
+	quiet    bool
+}
+
+func (o *pingOpts) register(fs *flag.FlagSet) {
+	o.sock.register(fs)
+	fs.IntVar(&o.count, "c", 0, "stop after sending `N` pings (0: until interrupted)")
+	fs.DurationVar(&o.interval, "i", time.Second, "interval between pings")
+	fs.DurationVar(&o.wait, "W", 5*time.Second, "after the last ping, wait this long for outstanding replies")
+	fs.StringVar(&o.from, "from", "", "source `ADDR` (default: the route's source address)")
+	fs.UintVar(&o.tos, "tos", 0, "type of service (0-255); IB opens a connection per TOS, TCP maps all to 0")
+	fs.BoolVar(&o.json, "json", false, "print the summary (and every reply) as one JSON object")
+	fs.BoolVar(&o.quiet, "q", false, "print only the summary")
+}
+
+// PingReply is one answered ping in the JSON summary.
+type pingReply struct {
+	Seq   int     `json:"seq"`
+	RTTms float64 `json:"rtt_ms"`
+}
+
+// pingSummary is the JSON form of the summary.
+type pingSummary struct {
+	Dest        string      `json:"dest"`
+	Source      string      `json:"source"`
+	Transport   string      `json:"transport"`
+	Sent        int         `json:"sent"`
+	Received    int         `json:"received"`
+	LossPercent float64     `json:"loss_percent"`
+	MinMS       float64     `json:"rtt_min_ms"`
+	AvgMS       float64     `json:"rtt_avg_ms"`
+	MaxMS       float64     `json:"rtt_max_ms"`
+	StddevMS    float64     `json:"rtt_stddev_ms"`
+	Replies     []pingReply `json:"replies"`
+}
+
+func (o *pingOpts) run(e *env, args []string) error {
+	if len(args) != 1 {
+		return usagef("want exactly one DEST address, got %d arguments", len(args))
+	}
+	dst, err := parseAddr("destination", args[0])
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.count < 0:
+		return usagef("-c must not be negative")
+	case o.interval <= 0 || o.wait <= 0:
+		return usagef("-i and -W must be positive")
+	case o.tos > 255:
+		return usagef("-tos %d is out of range 0-255", o.tos)
+	}
+	var src netip.Addr
+	if o.from != "" {
+		if src, err = parseAddr("-from address", o.from); err != nil {
+			return err
+		}
+	} else if src, err = o.sock.sourceFor(dst); err != nil {
+		return err
+	}
+	if src.Is4() != dst.Is4() {
+		return usagef("source %v and destination %v are not the same IP version", src, dst)
+	}
+	c, err := o.sock.listen(netip.AddrPortFrom(src, 0), func(cfg *rdssock.Config) { cfg.TOS = uint8(o.tos) })
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	tr, _ := c.Transport()
+	target := netip.AddrPortFrom(dst, 0)
+	if !o.quiet && !o.json {
+		fmt.Fprintf(e.stdout, "RDS PING %v from %v (transport %v)\n", dst, c.LocalAddrPort(), tr)
+	}
+
+	// Replies come back in order, so a FIFO of send times matches them.
+	type probe struct {
+		seq  int
+		sent time.Time
+	}
+	replies := make(chan time.Time, 64)
+	readErr := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, _, _, from, err := c.ReadMsg(buf, nil)
+			now := time.Now()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			if n == 0 && from == target {
+				replies <- now
+			}
+		}
+	}()
+
+	var (
+		pending []probe
+		rtts    []time.Duration
+		sum     pingSummary
+	)
+	sum.Dest, sum.Source, sum.Transport = dst.String(), c.LocalAddrPort().String(), tr.String()
+	sum.Replies = []pingReply{}
+	handle := func(at time.Time) {
+		if len(pending) == 0 {
+			return // a reply to a ping of an earlier run on this port
+		}
+		p := pending[0]
+		pending = pending[1:]
+		rtt := at.Sub(p.sent)
+		rtts = append(rtts, rtt)
+		sum.Replies = append(sum.Replies, pingReply{Seq: p.seq, RTTms: ms(rtt)})
+		if !o.quiet && !o.json {
+			fmt.Fprintf(e.stdout, "reply from %v: seq=%d time=%s ms\n", dst, p.seq, fmtMS(rtt))
+		}
+	}
+	tick := time.NewTicker(o.interval)
+	defer tick.Stop()
+	var final <-chan time.Time
+	var failure error
+loop:
+	for seq := 1; ; {
+		if final == nil && (o.count == 0 || seq <= o.count) {
+			if err := sendRetry(e, c, nil, target, o.wait); err != nil {
+				failure = fmt.Errorf("ping %d: %w", seq, err)
+				break
+			}
+			pending = append(pending, probe{seq, time.Now()})
+			sum.Sent++
+			seq++
+			if o.count > 0 && seq > o.count {
+				final = time.After(o.wait)
+			}
+		}
+		for {
+			if final != nil && len(pending) == 0 {
+				break loop
+			}
+			select {
+			case at := <-replies:
+				handle(at)
+				continue
+			case err := <-readErr:
+				failure = err
+				break loop
+			case <-e.ctx.Done():
+				break loop
+			case <-final:
+				break loop
+			case <-tick.C:
+			}
+			break
+		}
+	}
+	sum.Received = len(rtts)
+	if sum.Sent > 0 {
+		sum.LossPercent = 100 * float64(sum.Sent-sum.Received) / float64(sum.Sent)
+	}
+	if len(rtts) > 0 {
+		mn, mx, total := rtts[0], rtts[0], time.Duration(0)
+		for _, r := range rtts {
+			mn, mx, total = min(mn, r), max(mx, r), total+r
+		}
+		avg := float64(total) / float64(len(rtts))
+		var sq float64
+		for _, r := range rtts {
+			sq += (float64(r) - avg) * (float64(r) - avg)
+		}
+		sum.MinMS, sum.MaxMS, sum.AvgMS = ms(mn), ms(mx), avg/1e6
+		sum.StddevMS = math.Sqrt(sq/float64(len(rtts))) / 1e6
+	}
+	if o.json {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(sum); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(e.stdout, "--- %v rds ping statistics ---\n", dst)
+		fmt.Fprintf(e.stdout, "%d sent, %d received, %.0f%% loss\n", sum.Sent, sum.Received, sum.LossPercent)
+		if sum.Received > 0 {
+			fmt.Fprintf(e.stdout, "rtt min/avg/max/stddev = %.3f/%.3f/%.3f/%.3f ms\n", sum.MinMS, sum.AvgMS, sum.MaxMS, sum.StddevMS)
+		}
+	}
+	if failure != nil {
+		return failure
+	}
+	if sum.Received < sum.Sent && e.ctx.Err() == nil {
+		return timeoutf("%d of %d pings unanswered: is RDS loaded on %v and net.rds.ping_enable set to 1 there?",
+			sum.Sent-sum.Received, sum.Sent, dst)
+	}
+	if sum.Sent == 0 {
+		return errors.New("interrupted before the first ping")
+	}
+	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }

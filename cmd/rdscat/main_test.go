@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/scripttest"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"rdscat": func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+	})
+}
+
+// TestScripts runs testdata/script/*.txtar: help, flags and every bad input
+// rdscat can reject on a host without AF_RDS. The kernel-backed behaviour is
+// tested in integration/rdscat_test.go.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:  "testdata/script",
+		Cmds: scripttest.Cmds(),
+		Condition: func(cond string) (bool, error) {
+			if cond == "rds" {
+				return hasRDS(), nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+	})
+}
+
+// hasRDS reports whether this kernel has AF_RDS.
+func hasRDS() bool {
+	fd, err := unix.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
