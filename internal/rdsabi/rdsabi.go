@@ -23,7 +23,7 @@ const (
 	OptFreeMR        = 3  // RDS_FREE_MR: release a registration (FreeMRArgs)
 	OptBarrier       = 4  // RDS_BARRIER: removed from the kernel; listed only to reserve the number
 	OptRecvErr       = 5  // RDS_RECVERR: report RDMA errors (int)
-	OptCongMonitor   = 6  // RDS_CONG_MONITOR: 64-bit mask of monitored port groups
+	OptCongMonitor   = 6  // RDS_CONG_MONITOR: switch congestion monitoring on or off (int); the kernel builds the port mask itself
 	OptGetMRForDest  = 7  // RDS_GET_MR_FOR_DEST: register memory for one peer (GetMRForDestArgs)
 	OptTransport     = 8  // SO_RDS_TRANSPORT: get or force the transport (int)
 	OptRxPathLatency = 10 // SO_RDS_MSG_RXPATH_LATENCY: enable receive-path tracing (RxTraceOption)
