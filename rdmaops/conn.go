@@ -1,0 +1,294 @@
+//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+
+package rdmaops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// RegMode is how a Conn registers memory.
+type RegMode uint8
+
+// Registration modes.
+const (
+	// RegAuto probes the kernel on the first registration: RDS_GET_MR
+	// where it works, RDS_CMSG_RDMA_MAP otherwise.
+	RegAuto RegMode = iota
+	// RegMap registers with an RDS_CMSG_RDMA_MAP control message, which
+	// sends the cookie to the peer in the same message. It works on every
+	// kernel with RDS/IB, FRWR adapters (Soft-RoCE) included.
+	RegMap
+	// RegGetMR registers with the RDS_GET_MR_FOR_DEST socket option and
+	// announces the cookie with RDS_CMSG_RDMA_DEST. Current kernels
+	// support it only on FMR adapters.
+	RegGetMR
+)
+
+// String returns the mode's name.
+func (m RegMode) String() string {
+	switch m {
+	case RegAuto:
+		return "auto"
+	case RegMap:
+		return "RDS_CMSG_RDMA_MAP"
+	case RegGetMR:
+		return "RDS_GET_MR"
+	}
+	return fmt.Sprintf("RegMode(%d)", uint8(m))
+}
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// Registration selects the registration mechanism (default RegAuto).
+	Registration RegMode
+
+	// MapRetries bounds the retries of a registration that fails with
+	// EAGAIN, which the first RDS_CMSG_RDMA_MAP on a connection still
+	// being set up can return (default 20); MapBackoff is the first pause
+	// between them, doubled up to 16 times that (default 5ms).
+	MapRetries int
+	MapBackoff time.Duration
+
+	// AllowAtomics enables DoAtomic. Leave it off unless the adapter
+	// implements masked atomics: the kernel posts every atomic as a masked
+	// one, and Soft-RoCE (rxe) rejects those without reporting it: sendmsg
+	// succeeds, no status ever arrives, and no later message on that
+	// connection is delivered.
+	AllowAtomics bool
+}
+
+// A Conn issues RDMA registrations and operations on an RDS socket bound to
+// an address of an RDMA device (the IB transport), tracking each operation
+// with a barrier.Tracker.
+//
+// The Conn does not read the socket. The application's receive loop must
+// pass the control bytes of every message it reads to Tracker().Process
+// (HandleControl does that and also extracts RDMA_DEST cookies), since RDMA
+// completion notices arrive there as 0-byte messages.
+type Conn struct {
+	c    *rdssock.Conn
+	tr   *barrier.Tracker
+	opts Options
+
+	mode    atomic.Uint32 // RegMode once resolved
+	regs    atomic.Uint64
+	deregs  atomic.Uint64
+	scratch sync.Pool
+	records sync.Pool
+}
+
+// New returns a Conn issuing RDMA on c and tracking operations with tr
+// (nil: a tracker with default configuration).
+func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
+	if tr == nil {
+		tr = barrier.New(nil)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.MapRetries <= 0 {
+		o.MapRetries = 20
+	}
+	if o.MapBackoff <= 0 {
+		o.MapBackoff = 5 * time.Millisecond
+	}
+	x := &Conn{c: c, tr: tr, opts: o}
+	x.mode.Store(uint32(o.Registration))
+	x.scratch.New = func() any { return new(scratch) }
+	x.records.New = func() any { r := new(opRecord); r.pool = &x.records; return r }
+	return x
+}
+
+// Socket returns the underlying socket.
+func (c *Conn) Socket() *rdssock.Conn { return c.c }
+
+// Tracker returns the tracker of the Conn's operations.
+func (c *Conn) Tracker() *barrier.Tracker { return c.tr }
+
+// RegMode returns the registration mechanism in use; RegAuto until the
+// first registration probed the kernel.
+func (c *Conn) RegMode() RegMode { return RegMode(c.mode.Load()) }
+
+// Registrations returns how many registrations the Conn made, and
+// Deregistrations how many it freed.
+func (c *Conn) Registrations() uint64   { return c.regs.Load() }
+func (c *Conn) Deregistrations() uint64 { return c.deregs.Load() }
+
+// scratch is memory the kernel reads or writes during one sendmsg: the
+// rds_iovec array an RDMA_ARGS points to, the cookie word an RDMA_MAP
+// writes, and the control buffer. It is heap memory (never a goroutine
+// stack, which may move while the call is prepared), pooled, and kept
+// alive across the syscall.
+type scratch struct {
+	iov    [MaxLocal]rdsabi.Iovec
+	cookie uint64
+	oob    [cmsg.RDMAArgsSpace + cmsg.RDMAMapSpace + cmsg.RDMADestSpace + cmsg.AtomicSpace]byte
+}
+
+func (c *Conn) getScratch() *scratch { return c.scratch.Get().(*scratch) }
+func (c *Conn) putScratch(s *scratch) {
+	s.iov = [MaxLocal]rdsabi.Iovec{}
+	s.cookie = 0
+	c.scratch.Put(s)
+}
+
+// opRecord holds the regions an operation uses until its completion.
+type opRecord struct {
+	regions [MaxLocal]*Region
+	n       int
+	pool    *sync.Pool
+}
+
+// Release implements barrier.Releaser: the operation is complete, its
+// memory no longer in use by the kernel.
+func (r *opRecord) Release(barrier.Completion) {
+	for i := 0; i < r.n; i++ {
+		r.regions[i].release()
+		r.regions[i] = nil
+	}
+	r.n = 0
+	r.pool.Put(r)
+}
+
+func (c *Conn) newRecord(spans ...Span) *opRecord {
+	r := c.records.Get().(*opRecord)
+	for _, s := range spans {
+		s.r.acquire()
+		r.regions[r.n] = s.r
+		r.n++
+	}
+	return r
+}
+
+// Do queues op for the peer at to and returns its token. It returns once
+// the kernel accepted the operation; completion comes later through the
+// tracker (Tracker().Wait, WaitAll, Completions). The local memory stays
+// in use, and its region cannot be closed, until then.
+//
+// If sendmsg fails the operation is completed at once with status
+// barrier.NotSent and the error is returned with its token.
+func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token, error) {
+	if _, err := op.total(); err != nil {
+		return 0, err
+	}
+	s := c.getScratch()
+	rec := c.newRecord(op.Local...)
+	tok := c.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
+	b := cmsg.NewBuilder(s.oob[:0])
+	if err := encodeRDMA(&b, op, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok)); err != nil {
+		c.tr.Complete(tok, barrier.NotSent)
+		c.putScratch(s)
+		return tok, err
+	}
+	oob, _ := b.Finish()
+	_, err := c.c.WriteMsgContext(ctx, op.Payload, oob, to)
+	runtime.KeepAlive(s)
+	c.putScratch(s)
+	if err != nil {
+		c.tr.Complete(tok, barrier.NotSent)
+		return tok, err
+	}
+	return tok, nil
+}
+
+// Write is Do for an RDMA WRITE of local into the peer's registration
+// remote at offset off, with payload as immediate data.
+func (c *Conn) Write(ctx context.Context, to netip.AddrPort, remote cmsg.Cookie, off uint64, local Span, payload []byte) (barrier.Token, error) {
+	var l [1]Span
+	l[0] = local
+	return c.Do(ctx, to, &Op{Write: true, Remote: remote, RemoteOffset: off, Local: l[:], Payload: payload})
+}
+
+// Read is Do for an RDMA READ of the peer's registration remote at offset
+// off into local, with payload as immediate data sent once the READ is
+// done (FlagFence is set).
+func (c *Conn) Read(ctx context.Context, to netip.AddrPort, remote cmsg.Cookie, off uint64, local Span, payload []byte) (barrier.Token, error) {
+	var l [1]Span
+	l[0] = local
+	return c.Do(ctx, to, &Op{Remote: remote, RemoteOffset: off, Local: l[:], Payload: payload, Flags: cmsg.FlagFence})
+}
+
+// DoAtomic queues an atomic operation. It fails with ErrAtomicsDisabled
+// unless Options.AllowAtomics is set; see that option.
+func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barrier.Token, error) {
+	if !c.opts.AllowAtomics {
+		return 0, ErrAtomicsDisabled
+	}
+	s := c.getScratch()
+	b := cmsg.NewBuilder(s.oob[:0])
+	if err := encodeAtomic(&b, a, 0); err != nil {
+		c.putScratch(s)
+		return 0, err
+	}
+	rec := c.newRecord(a.Result)
+	tok := c.tr.Begin(barrier.Op{Deadline: a.Deadline, Keep: a.Keep, Release: rec})
+	b.Reset(s.oob[:0])
+	encodeAtomic(&b, a, uint64(tok))
+	oob, _ := b.Finish()
+	_, err := c.c.WriteMsgContext(ctx, nil, oob, to)
+	runtime.KeepAlive(s)
+	c.putScratch(s)
+	if err != nil {
+		c.tr.Complete(tok, barrier.NotSent)
+		return tok, err
+	}
+	return tok, nil
+}
+
+// HandleControl processes the control bytes of one received message: it
+// resolves the RDMA completion notices in them through the tracker and
+// returns the cookie of an RDS_CMSG_RDMA_DEST, if the message carried one
+// (the peer announced a registration with it). notices is the number of
+// completion notices.
+func (c *Conn) HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, err error) {
+	notices, err = c.tr.Process(oob)
+	if err != nil {
+		return 0, false, notices, err
+	}
+	p := cmsg.NewParser(oob)
+	for {
+		m, perr := p.Next()
+		if perr != nil {
+			break
+		}
+		if m.Is(cmsg.LevelRDS, cmsg.TypeRDMADest) {
+			if ck, derr := m.RDMADest(); derr == nil {
+				dest, hasDest = ck, true
+			}
+		}
+	}
+	return dest, hasDest, notices, nil
+}
+
+func isEAGAIN(err error) bool { return errors.Is(err, syscall.EAGAIN) }
+
+// sleepCtx waits d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if ctx == nil {
+		time.Sleep(d)
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
