@@ -1,0 +1,310 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// rdmaNextPort hands out RDS ports for the RDMA tests, apart from the
+// ranges other test files use.
+var rdmaNextPort atomic.Uint32
+
+func rdmaPort() uint16 { return uint16(31000 + rdmaNextPort.Add(1)) }
+
+// rmsg is one received message with data or a cookie.
+type rmsg struct {
+	data    []byte
+	dest    cmsg.Cookie
+	hasDest bool
+	from    netip.AddrPort
+	at      time.Time
+}
+
+// rdmaEnd is an RDS/IB socket with an rdmaops.Conn and a receive loop that
+// feeds every control buffer to the tracker and queues the messages.
+type rdmaEnd struct {
+	sock     *rdssock.Conn
+	c        *rdmaops.Conn
+	msgs     chan rmsg
+	notices  atomic.Int64
+	readErrs atomic.Int64
+	done     chan struct{}
+}
+
+func newRDMAEnd(t *testing.T, addr netip.Addr, cfg *rdssock.Config, tcfg *barrier.Config, opts *rdmaops.Options) *rdmaEnd {
+	t.Helper()
+	sock, err := rdssock.Listen(netip.AddrPortFrom(addr, rdmaPort()), cfg)
+	if err != nil {
+		t.Fatalf("Listen on %v: %v", addr, err)
+	}
+	if tr, err := sock.Transport(); err != nil || tr != rdssock.TransportIB {
+		sock.Close()
+		t.Fatalf("transport of %v = %v, %v; want IB", sock.LocalAddrPort(), tr, err)
+	}
+	e := &rdmaEnd{sock: sock, c: rdmaops.New(sock, barrier.New(tcfg), opts), msgs: make(chan rmsg, 8192), done: make(chan struct{})}
+	go e.loop(t)
+	t.Cleanup(func() {
+		sock.Close()
+		<-e.done
+		e.c.Tracker().Close()
+	})
+	return e
+}
+
+func (e *rdmaEnd) loop(t *testing.T) {
+	defer close(e.done)
+	buf, oob := make([]byte, 1<<16), make([]byte, 64*cmsg.RDMAStatusSpace)
+	for {
+		n, oobn, _, from, err := e.sock.ReadMsg(buf, oob)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			e.readErrs.Add(1)
+			t.Logf("%v: ReadMsg: %v", e.sock.LocalAddrPort(), err)
+			continue
+		}
+		dest, has, k, err := e.c.HandleControl(oob[:oobn])
+		if err != nil {
+			t.Errorf("%v: control data: %v", e.sock.LocalAddrPort(), err)
+		}
+		e.notices.Add(int64(k))
+		if n > 0 || has {
+			e.msgs <- rmsg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has, from: from, at: time.Now()}
+		}
+	}
+}
+
+func (e *rdmaEnd) addr() netip.AddrPort { return e.sock.LocalAddrPort() }
+
+func (e *rdmaEnd) recv(t *testing.T, what string) rmsg {
+	t.Helper()
+	select {
+	case m := <-e.msgs:
+		return m
+	case <-time.After(recvWait):
+		t.Fatalf("%v: no message (%s) within %v", e.addr(), what, recvWait)
+	}
+	return rmsg{}
+}
+
+func fill(r *rand.Rand, b []byte) {
+	for i := range b {
+		b[i] = byte(r.Uint32()) | 1 // never 0: zero memory means "not written"
+	}
+}
+
+const (
+	rdmaOpSize = 16 << 10 // per operation, modest for rxe
+	rdmaMRSize = 64 << 10 // per registration
+	rdmaTotal  = 1 << 20  // per direction
+)
+
+// localSpans returns the server-side spans of operation i: one 16 KiB span
+// for even i, four 4 KiB spans in reverse order for odd i (scatter/gather).
+func localSpans(r *rdmaops.Region, i int) []rdmaops.Span {
+	base := i * rdmaOpSize
+	if i%2 == 0 {
+		return []rdmaops.Span{r.Span(base, rdmaOpSize)}
+	}
+	q := rdmaOpSize / 4
+	return []rdmaops.Span{r.Span(base+3*q, q), r.Span(base+2*q, q), r.Span(base+q, q), r.Span(base, q)}
+}
+
+func concat(spans []rdmaops.Span) []byte {
+	var out []byte
+	for _, s := range spans {
+		out = append(out, s.Bytes()...)
+	}
+	return out
+}
+
+// registerClientMRs registers the client's region in rdmaMRSize pieces and
+// returns the cookies as the server received them.
+func registerClientMRs(t *testing.T, ctx context.Context, client, server *rdmaEnd, region *rdmaops.Region) ([]*rdmaops.MR, []cmsg.Cookie) {
+	t.Helper()
+	n := region.Len() / rdmaMRSize
+	mrs := make([]*rdmaops.MR, n)
+	cookies := make([]cmsg.Cookie, n)
+	start := time.Now()
+	for i := range n {
+		mr, err := client.c.Register(ctx, region.Span(i*rdmaMRSize, rdmaMRSize), cmsg.FlagReadWrite, server.addr(), []byte(fmt.Sprintf("mr %d", i)))
+		if err != nil {
+			t.Fatalf("Register %d: %v", i, err)
+		}
+		mrs[i] = mr
+	}
+	for range n {
+		m := server.recv(t, "registration")
+		var i int
+		if _, err := fmt.Sscanf(string(m.data), "mr %d", &i); err != nil || !m.hasDest || i < 0 || i >= n {
+			t.Fatalf("registration message %q (cookie %v, %v)", m.data, m.dest, m.hasDest)
+		}
+		if m.dest != mrs[i].Cookie() {
+			t.Fatalf("server got cookie %v for MR %d, client has %v", m.dest, i, mrs[i].Cookie())
+		}
+		cookies[i] = m.dest
+	}
+	t.Logf("%d registrations of %d KiB with %v in %v", n, rdmaMRSize>>10, client.c.RegMode(), time.Since(start))
+	return mrs, cookies
+}
+
+// TestIntegrationRDMAWriteRead moves 1 MiB each way with RDMA WRITE and
+// READ over Soft-RoCE, in 16 KiB operations with immediate data, half of
+// them scatter/gather, and checks every byte, the order of data and
+// immediate data, and every completion token.
+func TestIntegrationRDMAWriteRead(t *testing.T) {
+	vmtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tcfg := &barrier.Config{Completions: 1024, Timeout: time.Minute}
+	server := newRDMAEnd(t, vmtest.IBAddr1, nil, tcfg, nil)
+	client := newRDMAEnd(t, vmtest.IBAddr2, nil, nil, nil)
+
+	// The probe must settle on RDMA_MAP: RDS_GET_MR is EOPNOTSUPP on rxe.
+	creg, err := rdmaops.NewRegion(rdmaTotal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mrs, cookies := registerClientMRs(t, ctx, client, server, creg)
+	if client.c.RegMode() != rdmaops.RegMap {
+		t.Errorf("registration mode %v, want RDMA_MAP on rxe", client.c.RegMode())
+	}
+	if client.c.Registrations() != uint64(len(mrs)) {
+		t.Fatalf("Registrations() = %d, want %d", client.c.Registrations(), len(mrs))
+	}
+	sreg, err := rdmaops.NewRegion(rdmaTotal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	nops := rdmaTotal / rdmaOpSize
+	perMR := rdmaMRSize / rdmaOpSize
+
+	for _, write := range []bool{true, false} {
+		name := map[bool]string{true: "WRITE", false: "READ"}[write]
+		if write {
+			fill(rng, sreg.Bytes())
+			clear(creg.Bytes())
+		} else {
+			fill(rng, creg.Bytes())
+			clear(sreg.Bytes())
+		}
+		tr := server.c.Tracker()
+		first := tr.Last() + 1
+		issued := map[barrier.Token]int{}
+		start := time.Now()
+		for i := range nops {
+			op := &rdmaops.Op{
+				Write:        write,
+				Remote:       cookies[i/perMR],
+				RemoteOffset: uint64(i%perMR) * rdmaOpSize,
+				Local:        localSpans(sreg, i),
+				Keep:         i,
+			}
+			if write {
+				op.Payload = []byte(fmt.Sprintf("w %d %08x", i, crc32.ChecksumIEEE(concat(op.Local))))
+			} else {
+				op.Payload = []byte(fmt.Sprintf("r %d", i))
+				op.Flags = cmsg.FlagFence
+			}
+			tok, err := server.c.Do(ctx, client.addr(), op)
+			if err != nil {
+				t.Fatalf("%s %d: %v", name, i, err)
+			}
+			issued[tok] = i
+		}
+		last := tr.Last()
+		if err := tr.WaitAll(ctx, last); err != nil {
+			t.Fatalf("%s: barrier: %v (mark %d, want %d)", name, err, tr.HighWater(), last)
+		}
+		elapsed := time.Since(start)
+		if hw := tr.HighWater(); hw < last {
+			t.Fatalf("%s: mark %d after WaitAll(%d)", name, hw, last)
+		}
+		// Every issued token completes exactly once, successfully, with
+		// the Keep it was begun with.
+		for range nops {
+			c := <-tr.Completions()
+			i, ok := issued[c.Token]
+			if !ok {
+				t.Fatalf("%s: completion for token %d never issued here (first %d)", name, c.Token, first)
+			}
+			delete(issued, c.Token)
+			if c.Status != barrier.Success || c.Keep != i {
+				t.Fatalf("%s %d: completion %+v", name, i, c)
+			}
+		}
+		if len(issued) != 0 {
+			t.Fatalf("%s: %d tokens without a completion", name, len(issued))
+		}
+		// Immediate data: one message per op, in order, each after its data.
+		for i := range nops {
+			m := client.recv(t, name+" immediate data")
+			cspan := creg.Bytes()[i*rdmaOpSize : (i+1)*rdmaOpSize]
+			if write {
+				want := concat(localSpans(sreg, i))
+				var j int
+				var crc uint32
+				if _, err := fmt.Sscanf(string(m.data), "w %d %08x", &j, &crc); err != nil || j != i {
+					t.Fatalf("immediate data %q, want op %d", m.data, i)
+				}
+				if !bytes.Equal(cspan, want) || crc32.ChecksumIEEE(cspan) != crc {
+					t.Fatalf("WRITE %d: client memory differs from the server's data when the immediate data arrived", i)
+				}
+			} else if string(m.data) != fmt.Sprintf("r %d", i) {
+				t.Fatalf("READ immediate data %q, want op %d", m.data, i)
+			}
+			if m.from != server.addr() {
+				t.Fatalf("immediate data from %v", m.from)
+			}
+		}
+		if !write {
+			for i := range nops {
+				if got := concat(localSpans(sreg, i)); !bytes.Equal(got, creg.Bytes()[i*rdmaOpSize:(i+1)*rdmaOpSize]) {
+					t.Fatalf("READ %d: server memory differs from the client's", i)
+				}
+			}
+		}
+		st := tr.Stats()
+		t.Logf("%s: %d ops, %d KiB, all tokens matched with status success, %v (%.0f ops/s, %.1f MiB/s); tracker %d begun, %d late, %d unmatched",
+			name, nops, rdmaTotal>>10, elapsed, float64(nops)/elapsed.Seconds(), float64(rdmaTotal)/(1<<20)/elapsed.Seconds(), st.Begun, st.Late, st.Unmatched)
+	}
+	if sreg.Users() != 0 {
+		t.Fatalf("server region still has %d users after every op completed", sreg.Users())
+	}
+	if err := sreg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := creg.Close(); !errors.Is(err, rdmaops.ErrBusy) {
+		t.Fatalf("Close of a registered region: %v, want ErrBusy", err)
+	}
+	for _, mr := range mrs {
+		if err := mr.Free(); err != nil {
+			t.Fatalf("Free: %v", err)
+		}
+	}
+	if err := mrs[0].Free(); !errors.Is(err, rdmaops.ErrFreed) {
+		t.Fatalf("second Free: %v", err)
+	}
+	if err := creg.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
