@@ -534,3 +534,39 @@ func TestIntegrationAllocRdssock(t *testing.T) {
 		t.Fatalf("WriteMsg+ReadMsg on AF_RDS allocated %v times per message; want 0", allocs)
 	}
 }
+
+// TestIntegrationRdssockBatch sends and receives with sendmmsg/recvmmsg over
+// RDS/TCP across namespaces, and checks the batch path allocates nothing.
+func TestIntegrationRdssockBatch(t *testing.T) {
+	vmtest.Require(t)
+	a := listen(t, netip.AddrPortFrom(vmtest.TCPLocal4, port()), nil)
+	b := listenPeer(t, netip.AddrPortFrom(vmtest.TCPPeer4, port()), nil)
+	const batch = 16
+	out, in := make([]rdssock.Message, batch), make([]rdssock.Message, batch)
+	for i := range out {
+		out[i] = rdssock.Message{Buffer: []byte(fmt.Sprintf("batched message %02d", i)), Addr: b.LocalAddrPort()}
+		in[i].Buffer = make([]byte, 128)
+	}
+	roundTrip := func() {
+		n, err := a.WriteBatch(nil, out, 0)
+		if err != nil || n != batch {
+			t.Fatalf("WriteBatch = %d, %v; want %d", n, err, batch)
+		}
+		for got := 0; got < batch; {
+			m, err := b.ReadBatch(nil, in[got:], 0)
+			if err != nil {
+				t.Fatalf("ReadBatch: %v", err)
+			}
+			got += m
+		}
+	}
+	roundTrip()
+	for i := range in {
+		if got := in[i].Buffer[:in[i].N]; !bytes.Equal(got, out[i].Buffer) || in[i].Addr != a.LocalAddrPort() {
+			t.Fatalf("message %d: %q from %v; want %q from %v", i, got, in[i].Addr, out[i].Buffer, a.LocalAddrPort())
+		}
+	}
+	if allocs := testing.AllocsPerRun(50, roundTrip); allocs != 0 {
+		t.Fatalf("a batch of %d over RDS/TCP allocated %v times; want 0", batch, allocs)
+	}
+}

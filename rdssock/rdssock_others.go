@@ -184,3 +184,13 @@ func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (ui
 
 // FreeMR fails: RDS needs Linux.
 func (c *Conn) FreeMR(cookie, flags uint64) error { return notLinux() }
+
+// ReadBatch fails: RDS needs Linux.
+func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, error) {
+	return 0, notLinux()
+}
+
+// WriteBatch fails: RDS needs Linux.
+func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, error) {
+	return 0, notLinux()
+}

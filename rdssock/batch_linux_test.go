@@ -1,0 +1,120 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestReadWriteBatch(t *testing.T) {
+	a, b := pair(t)
+	if err := b.setInt("SO_PASSCRED", unix.SOL_SOCKET, unix.SO_PASSCRED, 1); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]Message, 5)
+	for i := range out {
+		out[i].Buffer = []byte(fmt.Sprintf("message %d", i))
+	}
+	out[2].Buffer = nil // an empty message with control data must stay empty
+	out[2].OOB = credsCmsg()
+	n, err := a.WriteBatch(nil, out, 0)
+	if err != nil || n != len(out) {
+		t.Fatalf("WriteBatch = %d, %v; want %d", n, err, len(out))
+	}
+	for i, m := range out {
+		if m.N != len(m.Buffer) {
+			t.Errorf("message %d: N = %d, want %d", i, m.N, len(m.Buffer))
+		}
+	}
+	in := make([]Message, 8)
+	for i := range in {
+		in[i].Buffer, in[i].OOB = make([]byte, 64), make([]byte, 64)
+	}
+	got := 0
+	for got < len(out) {
+		n, err := b.ReadBatch(nil, in[got:], 0)
+		if err != nil {
+			t.Fatalf("ReadBatch: %v", err)
+		}
+		got += n
+	}
+	for i := range out {
+		m := in[i]
+		if !bytes.Equal(m.Buffer[:m.N], out[i].Buffer) {
+			t.Errorf("message %d: %q, want %q", i, m.Buffer[:m.N], out[i].Buffer)
+		}
+		// With SO_PASSCRED every AF_UNIX message carries credentials.
+		if m.NN == 0 {
+			t.Errorf("message %d: no control data", i)
+		}
+	}
+}
+
+func TestReadBatchTruncationInFlags(t *testing.T) {
+	a, b := pair(t)
+	if _, err := a.WriteMsg([]byte("0123456789"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	in := []Message{{Buffer: make([]byte, 4)}}
+	n, err := b.ReadBatch(nil, in, 0)
+	if err != nil || n != 1 || in[0].N != 4 || in[0].Flags&unix.MSG_TRUNC == 0 {
+		t.Fatalf("ReadBatch = %d, %v, %+v; want 1 message of 4 bytes with MSG_TRUNC", n, err, in[0])
+	}
+}
+
+func TestAllocBatch(t *testing.T) {
+	a, b := pair(t)
+	out, in := make([]Message, 16), make([]Message, 16)
+	for i := range out {
+		out[i].Buffer = make([]byte, 128)
+		in[i].Buffer = make([]byte, 128)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		n, err := a.WriteBatch(nil, out, 0)
+		if err != nil || n != len(out) {
+			t.Fatalf("WriteBatch = %d, %v", n, err)
+		}
+		for got := 0; got < n; {
+			m, err := b.ReadBatch(nil, in[got:], 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += m
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("a batch of 16 sends and receives allocated %v times; want 0", allocs)
+	}
+}
+
+func BenchmarkBatch16(b *testing.B) {
+	x, y, err := socketpairConns()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	defer y.Close()
+	out, in := make([]Message, 16), make([]Message, 16)
+	for i := range out {
+		out[i].Buffer, in[i].Buffer = make([]byte, 64), make([]byte, 64)
+	}
+	b.ReportAllocs()
+	b.SetBytes(64 * 16)
+	for b.Loop() {
+		n, err := x.WriteBatch(nil, out, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for got := 0; got < n; {
+			m, err := y.ReadBatch(nil, in[got:], 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got += m
+		}
+	}
+}
