@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -306,5 +307,169 @@ func TestIntegrationRDMAWriteRead(t *testing.T) {
 	}
 	if err := creg.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// statusHistogram counts the statuses of tokens [from, to].
+func statusHistogram(tr *barrier.Tracker, from, to barrier.Token) map[barrier.Status]int {
+	h := map[barrier.Status]int{}
+	for tok := from; tok <= to; tok++ {
+		h[tr.Status(tok)]++
+	}
+	return h
+}
+
+// TestIntegrationBarrierMark drives the high-water mark through success,
+// a remote access error (a bogus cookie), operations caught in the
+// connection bounce that error causes, and a deadline for an operation
+// whose status never comes. The sockets use their own TOS so that the
+// bounce stays on a connection of their own.
+func TestIntegrationBarrierMark(t *testing.T) {
+	vmtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := &rdssock.Config{TOS: 3}
+	server := newRDMAEnd(t, vmtest.IBAddr1, cfg, &barrier.Config{Timeout: time.Minute}, nil)
+	client := newRDMAEnd(t, vmtest.IBAddr2, cfg, nil, nil)
+	tr := server.c.Tracker()
+
+	creg, err := rdmaops.NewRegion(rdmaMRSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cookies := registerClientMRs(t, ctx, client, server, creg)
+	good := cookies[0]
+	bogus := cmsg.MakeCookie(good.RKey()^0x5a5a00, 0)
+	sreg, err := rdmaops.NewRegion(rdmaOpSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(rand.New(rand.NewPCG(3, 4)), sreg.Bytes())
+	local := sreg.Span(0, 4096)
+
+	write := func(ck cmsg.Cookie, payload string) barrier.Token {
+		t.Helper()
+		tok, err := server.c.Write(ctx, client.addr(), ck, 0, local, []byte(payload))
+		if err != nil {
+			t.Fatalf("Write %q: %v", payload, err)
+		}
+		return tok
+	}
+	wait := func(tok barrier.Token) barrier.Status {
+		t.Helper()
+		st, err := tr.Wait(ctx, tok)
+		if err != nil {
+			t.Fatalf("Wait(%d): %v", tok, err)
+		}
+		return st
+	}
+
+	// Success raises the mark.
+	a := write(good, "a")
+	if st := wait(a); st != barrier.Success {
+		t.Fatalf("valid write: %v", st)
+	}
+	if hw := tr.HighWater(); hw != a {
+		t.Fatalf("mark %d after success of %d", hw, a)
+	}
+	if m := client.recv(t, "immediate data of a"); string(m.data) != "a" {
+		t.Fatalf("got %q", m.data)
+	}
+
+	// A bogus cookie: the peer refuses the access. The mark rises anyway.
+	start := time.Now()
+	b := write(bogus, "bogus")
+	stB := wait(b)
+	if stB != barrier.RemoteError {
+		t.Errorf("write with a bogus cookie: %v, want remote error", stB)
+	}
+	if hw := tr.HighWater(); hw != b {
+		t.Fatalf("mark %d after the failure of %d", hw, b)
+	}
+	t.Logf("bogus cookie %v: status %v after %v; mark %d", bogus, stB, time.Since(start), tr.HighWater())
+
+	// The error tore the connection down. Operations issued around the
+	// bounce complete with some status; the barrier still passes them.
+	first := tr.Last() + 1
+	for i := range 10 {
+		write(good, fmt.Sprintf("burst %d", i))
+	}
+	write(bogus, "bogus 2")
+	for i := 10; i < 20; i++ {
+		write(good, fmt.Sprintf("burst %d", i))
+	}
+	last := tr.Last()
+	start = time.Now()
+	if err := tr.WaitAll(ctx, last); err != nil {
+		t.Fatalf("barrier over a bounce: %v", err)
+	}
+	h := statusHistogram(tr, first, last)
+	t.Logf("21 ops around a bogus cookie: barrier passed after %v; statuses %v", time.Since(start), h)
+	if h[barrier.Pending] != 0 || h[barrier.Success] == 21 {
+		t.Fatalf("statuses %v: want all final and not all successful", h)
+	}
+
+	// After the bounce a valid write works again (the key survived).
+	start = time.Now()
+	var attempts []barrier.Status
+	for {
+		st := wait(write(good, "after bounce"))
+		attempts = append(attempts, st)
+		if st == barrier.Success {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("no successful write within a minute after the bounce: %v", attempts)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("write after the bounce succeeded after %v (attempts %v)", time.Since(start), attempts)
+	// Drain what the client received; none of it is the bogus payloads.
+	drainUntil := time.After(500 * time.Millisecond)
+drain:
+	for {
+		select {
+		case m := <-client.msgs:
+			if strings.HasPrefix(string(m.data), "bogus") {
+				t.Errorf("immediate data %q of a failed RDMA was delivered", m.data)
+			}
+		case <-drainUntil:
+			break drain
+		}
+	}
+
+	// An op whose status never comes: the peer does not exist, so the
+	// connection never comes up. The deadline completes it.
+	nowhere := netip.AddrPortFrom(netip.MustParseAddr("10.22.0.99"), 4000)
+	start = time.Now()
+	d, err := server.c.Do(ctx, nowhere, &rdmaops.Op{Write: true, Remote: good, Local: []rdmaops.Span{local}, Deadline: time.Now().Add(time.Second)})
+	if err != nil {
+		t.Fatalf("op to a missing peer: %v", err)
+	}
+	if err := tr.WaitAll(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if st := tr.Status(d); st != barrier.TimedOut || el < time.Second {
+		t.Fatalf("op to a missing peer: %v after %v, want timed out after 1s", st, el)
+	}
+	if hw := tr.HighWater(); hw != d {
+		t.Fatalf("mark %d after the timeout of %d", hw, d)
+	}
+	if sreg.Users() != 0 {
+		t.Fatalf("timed-out op still holds its region (%d users)", sreg.Users())
+	}
+	// Canceling the queued message makes the kernel report it: late.
+	if err := server.sock.CancelSentTo(nowhere); err != nil {
+		t.Fatalf("CancelSentTo: %v", err)
+	}
+	lateBy := time.Now().Add(5 * time.Second)
+	for tr.Stats().Late == 0 && time.Now().Before(lateBy) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	st := tr.Stats()
+	t.Logf("deadline fired after %v; after CancelSentTo: %d late statuses %v; completed by status %v", el, st.Late, st.LateStatus, st.Completed)
+	if st.Completed[barrier.TimedOut] != 1 {
+		t.Fatalf("TimedOut count %d", st.Completed[barrier.TimedOut])
 	}
 }

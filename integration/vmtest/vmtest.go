@@ -90,7 +90,7 @@ func Require(t testing.TB) {
 	t.Helper()
 	if !InGuest() {
 		t.Fatal("this test needs the rdsvm VM harness: run it with `go run ./integration/cmd/rdstest` " +
-			"or `go test -tags integration -exec /path/to/rdsvm`, see integration/TESTING.md")
+			"or `go test -tags integration -exec /path/to/rdsvm`, see TESTING.md (repository root)")
 	}
 }
 

@@ -10,7 +10,7 @@
 // line is the overall tally, "N passed, M failed", and it exits non-zero on
 // any failure.
 //
-// See integration/TESTING.md.
+// See TESTING.md (repository root).
 package main
 
 import (

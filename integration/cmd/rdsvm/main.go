@@ -9,7 +9,7 @@
 // rdsvm must be built static (CGO_ENABLED=0): it copies itself into the VM's
 // initramfs, where it runs as /init and as /sbin/modprobe.
 //
-// See integration/TESTING.md for environment variables, rdsvm.json and the
+// See TESTING.md (repository root) for environment variables, rdsvm.json and the
 // network topology inside the VM.
 package main
 
@@ -31,7 +31,7 @@ func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "-help" || os.Args[1] == "--help" {
 		fmt.Fprintln(os.Stderr, "usage: rdsvm /path/to/pkg.test [test flags]\n"+
 			"       (normally: go test -tags integration -exec /path/to/rdsvm ./pkg)\n"+
-			"See integration/TESTING.md.")
+			"See TESTING.md (repository root).")
 		os.Exit(2)
 	}
 	code, err := runHost(os.Args[1], os.Args[2:])
