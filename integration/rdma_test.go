@@ -501,3 +501,136 @@ func logKernel(t *testing.T, substr string) {
 	}
 	t.Logf("kernel log lines with %q:\n%s", substr, strings.Join(lines, "\n"))
 }
+
+// TestIntegrationPoolNoRegistrations pushes thousands of RDMA WRITEs
+// through a pool of 8 pre-registered buffers and counts registrations:
+// none after the warm-up.
+func TestIntegrationPoolNoRegistrations(t *testing.T) {
+	vmtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	server := newRDMAEnd(t, vmtest.IBAddr1, nil, &barrier.Config{Timeout: time.Minute}, nil)
+	client := newRDMAEnd(t, vmtest.IBAddr2, nil, nil, nil)
+	const nbuf, size, ops = 8, 4096, 3000
+
+	pool, err := rdmaops.NewPool(ctx, client.c.Registrar(server.addr(), []byte("pool")), nbuf, size, cmsg.FlagReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	warm := client.c.Registrations()
+	if warm != nbuf {
+		t.Fatalf("warm-up: %d registrations, want %d", warm, nbuf)
+	}
+	for range nbuf {
+		if m := server.recv(t, "pool registration"); string(m.data) != "pool" || !m.hasDest {
+			t.Fatalf("registration message %q", m.data)
+		}
+	}
+
+	// The server answers "idx seq cookie" requests with an RDMA WRITE of a
+	// pattern for seq and the immediate data "idx seq".
+	sreg, err := rdmaops.NewRegion(nbuf * size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serr := make(chan error, 1)
+	go func() {
+		prev := make([]barrier.Token, nbuf)
+		for range ops {
+			var m rmsg
+			select {
+			case m = <-server.msgs:
+			case <-ctx.Done():
+				serr <- ctx.Err()
+				return
+			}
+			var idx, seq int
+			var ck uint64
+			if _, err := fmt.Sscanf(string(m.data), "%d %d %x", &idx, &seq, &ck); err != nil {
+				serr <- fmt.Errorf("request %q: %v", m.data, err)
+				return
+			}
+			if prev[idx] != 0 { // the slot's previous transfer must be done
+				if st, err := server.c.Tracker().Wait(ctx, prev[idx]); err != nil || st != barrier.Success {
+					serr <- fmt.Errorf("op %d: %v %v", prev[idx], st, err)
+					return
+				}
+			}
+			local := sreg.Span(idx*size, size)
+			pattern(local.Bytes(), seq)
+			tok, err := server.c.Write(ctx, m.from, cmsg.Cookie(ck), 0, local, []byte(fmt.Sprintf("%d %d", idx, seq)))
+			if err != nil {
+				serr <- err
+				return
+			}
+			prev[idx] = tok
+		}
+		serr <- server.c.Tracker().WaitAll(ctx, server.c.Tracker().Last())
+	}()
+
+	start := time.Now()
+	sent, done := 0, 0
+	want := make([]int, nbuf) // seq expected in each buffer
+	for done < ops {
+		for sent < ops {
+			b := pool.TryGet()
+			if b == nil {
+				break
+			}
+			want[b.Index()] = sent
+			req := fmt.Sprintf("%d %d %x", b.Index(), sent, uint64(b.Cookie()))
+			if _, err := client.sock.WriteMsgContext(ctx, []byte(req), nil, server.addr()); err != nil {
+				t.Fatalf("request %d: %v", sent, err)
+			}
+			sent++
+		}
+		m := client.recv(t, "pool immediate data")
+		var idx, seq int
+		if _, err := fmt.Sscanf(string(m.data), "%d %d", &idx, &seq); err != nil {
+			t.Fatalf("immediate data %q", m.data)
+		}
+		b := pool.Buffer(idx)
+		if err := b.Landed(); err != nil {
+			t.Fatal(err)
+		}
+		if seq != want[idx] || !checkPattern(b.Bytes(), seq) {
+			t.Fatalf("buffer %d: immediate data for seq %d, want %d; contents match: %v", idx, seq, want[idx], checkPattern(b.Bytes(), seq))
+		}
+		if err := b.Release(); err != nil {
+			t.Fatal(err)
+		}
+		done++
+	}
+	el := time.Since(start)
+	if err := <-serr; err != nil {
+		t.Fatalf("server: %v", err)
+	}
+	st := pool.Stats()
+	if got := client.c.Registrations(); got != warm || st.Registrations != nbuf {
+		t.Fatalf("registrations after warm-up: conn %d (warm %d), pool %d", got, warm, st.Registrations)
+	}
+	if st.Lent != ops || st.Returned != ops {
+		t.Fatalf("pool stats %+v", st)
+	}
+	t.Logf("%d RDMA WRITEs of %d B through %d pooled buffers in %v (%.0f ops/s): %d registrations, all at warm-up; pool %+v",
+		ops, size, nbuf, el, ops/el.Seconds(), client.c.Registrations(), st)
+	if err := sreg.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pattern(b []byte, seq int) {
+	for i := range b {
+		b[i] = byte(seq*7 + i/64)
+	}
+}
+
+func checkPattern(b []byte, seq int) bool {
+	for i := range b {
+		if b[i] != byte(seq*7+i/64) {
+			return false
+		}
+	}
+	return true
+}
