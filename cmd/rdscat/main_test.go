@@ -6,10 +6,9 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
-	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/cmd/rdscat/cli"
-	"github.com/go-rds/rds/cmd/rdscat/internal/scripttest"
+	"github.com/go-rds/rds/cmd/rdscat/scripttest"
 )
 
 func TestMain(m *testing.M) {
@@ -27,19 +26,9 @@ func TestScripts(t *testing.T) {
 		Cmds: scripttest.Cmds(),
 		Condition: func(cond string) (bool, error) {
 			if cond == "rds" {
-				return hasRDS(), nil
+				return scripttest.HasRDS(), nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 	})
-}
-
-// hasRDS reports whether this kernel has AF_RDS.
-func hasRDS() bool {
-	fd, err := unix.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return false
-	}
-	unix.Close(fd)
-	return true
 }

@@ -234,3 +234,47 @@ func bufferFor(n int) int {
 var contextDeadline = context.DeadlineExceeded
 
 func isRoot() bool { return os.Geteuid() == 0 }
+
+// netErrClosed is net.ErrClosed, returned by reads on a closed socket.
+var netErrClosed = net.ErrClosed
+
+// warmUp pings peer from c until the kernel there answers, or wait passes.
+// On the kernels measured, the first data message on a new RDS/TCP
+// connection across namespaces was sometimes lost (the sender's TCP got it
+// acknowledged, the receiver never delivered it); a ping answered first
+// proves the connection carries traffic both ways. Pings are answered by
+// the peer's kernel only while its net.rds.ping_enable is 1; warmUp reports
+// whether a reply came. Later duplicate replies arrive as 0-byte messages
+// from port 0, which every reader here ignores.
+func warmUp(e *env, c *rdssock.Conn, peer netip.Addr, wait time.Duration) (bool, error) {
+	if wait <= 0 {
+		return false, nil
+	}
+	target := netip.AddrPortFrom(peer, 0)
+	ctx, cancel := context.WithTimeout(e.ctx, wait)
+	defer cancel()
+	buf := make([]byte, 64)
+	for {
+		if _, err := c.WriteMsgContext(ctx, nil, nil, target); err != nil && !errors.Is(err, rdssock.ErrCongested) {
+			if ctx.Err() != nil {
+				return false, e.ctx.Err()
+			}
+			return false, explain(err, target)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		for {
+			n, _, _, from, err := c.ReadMsgContext(rctx, buf, nil)
+			if err != nil {
+				break
+			}
+			if n == 0 && from == target {
+				rcancel()
+				return true, nil
+			}
+		}
+		rcancel()
+		if ctx.Err() != nil {
+			return false, e.ctx.Err()
+		}
+	}
+}

@@ -1,15 +1,23 @@
-// Package scripttest holds the testscript commands shared by rdscat's host
-// script tests and its real-kernel tests.
+// Package scripttest supports rdscat's script tests
+// (github.com/rogpeppe/go-internal/testscript): the custom script commands
+// shared by the host tests in cmd/rdscat and the real-kernel tests in
+// integration/rdscat_test.go, and the real-kernel scripts themselves, which
+// are embedded because the kernel tests run inside a VM that has only the
+// test binary.
 package scripttest
 
 import (
+	"embed"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 )
 
 // Cmds returns the custom script commands:
@@ -19,12 +27,14 @@ import (
 //	waitfile [-t DURATION] FILE wait until FILE exists and is not empty
 //	sleep DURATION              pause
 //	jsonfield FILE PATH WANT    compare a number or string in a JSON file
+//	genfile FILE SIZE           write SIZE bytes cycling through all 256 values
 func Cmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
 	return map[string]func(ts *testscript.TestScript, neg bool, args []string){
 		"exits":     exits,
 		"waitfile":  waitfile,
 		"sleep":     sleep,
 		"jsonfield": jsonfield,
+		"genfile":   genfile,
 	}
 }
 
@@ -103,4 +113,57 @@ func jsonfield(ts *testscript.TestScript, neg bool, args []string) {
 	if (got == args[2]) == neg {
 		ts.Fatalf("jsonfield %s %s = %s, want %s%s", args[0], args[1], got, map[bool]string{true: "not ", false: ""}[neg], args[2])
 	}
+}
+
+func genfile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 || neg {
+		ts.Fatalf("usage: genfile FILE SIZE")
+	}
+	n, err := strconv.Atoi(args[1])
+	if err != nil || n < 0 {
+		ts.Fatalf("genfile: bad size %q", args[1])
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/256) // every byte value, not periodic in 256
+	}
+	if err := os.WriteFile(ts.MkAbs(args[0]), b, 0o644); err != nil {
+		ts.Fatalf("genfile: %v", err)
+	}
+}
+
+// KernelScripts are the real-kernel scripts (kernel/*.txtar). They expect
+// the rdsvm VM topology; see integration/rdscat_test.go for the variables
+// they use.
+//
+//go:embed kernel/*.txtar
+var KernelScripts embed.FS
+
+// WriteKernelScripts copies KernelScripts into dir, for testscript.Params.Dir.
+func WriteKernelScripts(dir string) error {
+	ents, err := fs.ReadDir(KernelScripts, "kernel")
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		b, err := KernelScripts.ReadFile("kernel/" + e.Name())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HasRDS reports whether this kernel has AF_RDS: whether an RDS socket can
+// be created.
+func HasRDS() bool {
+	fd, err := unix.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
