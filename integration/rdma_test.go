@@ -5,18 +5,21 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/blockserver"
 	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdmaops"
@@ -633,4 +636,91 @@ func checkPattern(b []byte, seq int) bool {
 		}
 	}
 	return true
+}
+
+// TestIntegrationBlockServer runs the block server and client in one VM
+// over one rxe device: 1,000 random block reads and writes, then the
+// file's checksum on both sides.
+func TestIntegrationBlockServer(t *testing.T) {
+	vmtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, stats := runBlockServer(t, ctx, vmtest.IBAddr1, vmtest.IBAddr2)
+	t.Logf("block server: %d reads, %d writes (%d KiB) in %v; server %+v", res.Reads, res.Writes, res.Bytes>>10, res.Duration, stats)
+}
+
+func runBlockServer(t *testing.T, ctx context.Context, saddr, caddr netip.Addr) (blockserver.WorkloadResult, blockserver.ServerStats) {
+	const seed, size = 7, 1 << 20
+	path := t.TempDir() + "/blocks.img"
+	if err := os.WriteFile(path, blockserver.Content(seed, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ssock, err := rdssock.Listen(netip.AddrPortFrom(saddr, rdmaPort()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ssock.Close()
+	srv, err := blockserver.NewServer(ssock, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type served struct {
+		sum [32]byte
+		err error
+	}
+	done := make(chan served, 1)
+	go func() { s, err := srv.Serve(ctx); done <- served{s, err} }()
+
+	csock, err := rdssock.Listen(netip.AddrPortFrom(caddr, rdmaPort()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := blockserver.Dial(ctx, csock, ssock.LocalAddrPort(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	warm := cl.Conn().Registrations()
+	model := blockserver.Content(seed, size)
+	res, err := blockserver.Workload(ctx, cl, model, 1000, 4, seed)
+	if err != nil {
+		t.Fatalf("workload after %d reads and %d writes: %v", res.Reads, res.Writes, err)
+	}
+	if res.Reads+res.Writes != 1000 {
+		t.Fatalf("%d reads + %d writes", res.Reads, res.Writes)
+	}
+	sum, err := cl.Sum(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum != res.Sum {
+		t.Fatalf("server's file SHA-256 %x, client's model %x", sum, res.Sum)
+	}
+	if got := cl.Conn().Registrations(); got != warm {
+		t.Fatalf("%d registrations during the workload", got-warm)
+	}
+	if err := cl.Bye(ctx, res.Sum); err != nil {
+		t.Fatal(err)
+	}
+	s := <-done
+	if s.err != nil || s.sum != res.Sum {
+		t.Fatalf("Serve: %v (sum %x)", s.err, s.sum)
+	}
+	disk, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256.Sum256(disk) != res.Sum {
+		t.Fatal("file on disk differs from the client's model")
+	}
+	st := srv.Stats()
+	if st.Reads != uint64(res.Reads) || st.Writes != uint64(res.Writes) || st.Syncs != uint64(res.Writes) || st.Errors != 0 {
+		t.Fatalf("server stats %+v for %d reads and %d writes", st, res.Reads, res.Writes)
+	}
+	return res, st
 }

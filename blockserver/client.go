@@ -1,0 +1,263 @@
+//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+
+package blockserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// A Client reads and writes blocks of a Server's file. Its buffers come
+// from a pool registered once: data lands in them by RDMA and is consumed
+// in place. Methods are safe for concurrent use; each call holds one pool
+// buffer.
+type Client struct {
+	sock      *rdssock.Conn
+	c         *rdmaops.Conn
+	server    netip.AddrPort
+	pool      *rdmaops.Pool
+	blockSize int
+	nblocks   uint64
+
+	nextID atomic.Uint32
+	mu     sync.Mutex
+	calls  map[uint32]chan msg
+	done   chan struct{}
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	Buffers int // pool buffers, the most calls in flight (default 8)
+}
+
+// Dial waits until the server at server answers (retrying while it is not
+// up yet, until ctx is done), learns its block size and count, and
+// registers the client's buffer pool. It starts a goroutine reading sock;
+// Close stops it.
+func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *ClientConfig) (*Client, error) {
+	var cc ClientConfig
+	if cfg != nil {
+		cc = *cfg
+	}
+	if cc.Buffers <= 0 {
+		cc.Buffers = 8
+	}
+	cl := &Client{sock: sock, c: rdmaops.New(sock, nil, nil), server: server, calls: make(map[uint32]chan msg), done: make(chan struct{})}
+	go cl.loop()
+	pong, err := cl.ping(ctx)
+	if err != nil {
+		cl.stop()
+		return nil, err
+	}
+	cl.nblocks, cl.blockSize = pong.Block, int(pong.Buf)
+	hello := (&msg{Op: 0}).encode(make([]byte, headerLen)) // ignored by the server
+	cl.pool, err = rdmaops.NewPool(ctx, cl.c.Registrar(server, hello), cc.Buffers, cl.blockSize, cmsg.FlagReadWrite)
+	if err != nil {
+		cl.stop()
+		return nil, err
+	}
+	return cl, nil
+}
+
+func (cl *Client) ping(ctx context.Context) (msg, error) {
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		m, err := cl.call(pctx, &msg{Op: opPing})
+		cancel()
+		if err == nil {
+			return m, nil
+		}
+		if ctx.Err() != nil {
+			return msg{}, fmt.Errorf("blockserver: no answer from %v: %w", cl.server, ctx.Err())
+		}
+	}
+}
+
+// Blocks returns the number of blocks, BlockSize their size.
+func (cl *Client) Blocks() uint64 { return cl.nblocks }
+func (cl *Client) BlockSize() int { return cl.blockSize }
+
+// Pool returns the client's buffer pool (for its statistics).
+func (cl *Client) Pool() *rdmaops.Pool { return cl.pool }
+
+// Conn returns the client's RDMA connection (for its counters).
+func (cl *Client) Conn() *rdmaops.Conn { return cl.c }
+
+func (cl *Client) loop() {
+	defer close(cl.done)
+	buf, oob := make([]byte, 4096), make([]byte, cmsg.MaxReceiveSpace+8*cmsg.RDMAStatusSpace)
+	for {
+		n, oobn, _, _, err := cl.sock.ReadMsg(buf, oob)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		cl.c.HandleControl(oob[:oobn])
+		var m msg
+		if n == 0 || m.decode(buf[:n]) != nil {
+			continue
+		}
+		cl.mu.Lock()
+		ch := cl.calls[m.ID]
+		cl.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- m:
+			default: // a reply nobody waits for any more
+			}
+		}
+	}
+}
+
+// begin registers a call and returns its reply channel; a call gets up to
+// two replies (a write's "fetched" and "done").
+func (cl *Client) begin(m *msg) chan msg {
+	m.ID = cl.nextID.Add(1)
+	ch := make(chan msg, 2)
+	cl.mu.Lock()
+	cl.calls[m.ID] = ch
+	cl.mu.Unlock()
+	return ch
+}
+
+func (cl *Client) end(id uint32) {
+	cl.mu.Lock()
+	delete(cl.calls, id)
+	cl.mu.Unlock()
+}
+
+func (cl *Client) send(ctx context.Context, m *msg) error {
+	var b [headerLen]byte
+	_, err := cl.sock.WriteMsgContext(ctx, m.encode(b[:]), nil, cl.server)
+	return err
+}
+
+func (cl *Client) call(ctx context.Context, m *msg) (msg, error) {
+	ch := cl.begin(m)
+	defer cl.end(m.ID)
+	if err := cl.send(ctx, m); err != nil {
+		return msg{}, err
+	}
+	return wait(ctx, ch)
+}
+
+func wait(ctx context.Context, ch chan msg) (msg, error) {
+	select {
+	case r := <-ch:
+		if r.Op == opError {
+			return r, fmt.Errorf("%w: block %d: %s (%d)", ErrServer, r.Block, statusText(r.Status), r.Aux)
+		}
+		return r, nil
+	case <-ctx.Done():
+		return msg{}, ctx.Err()
+	}
+}
+
+// ReadBlock reads block n: the server writes it straight into a pool
+// buffer, and fn consumes it there (data is valid only during fn). The
+// immediate data arrives only after the block is in place; its CRC is
+// checked before fn runs.
+func (cl *Client) ReadBlock(ctx context.Context, n uint64, fn func(data []byte) error) error {
+	b, err := cl.pool.Get(ctx)
+	if err != nil {
+		return err
+	}
+	req := msg{Op: opRead, Block: n, Buf: uint32(b.Index()), Cookie: uint64(b.Cookie())}
+	r, err := cl.call(ctx, &req)
+	if err != nil {
+		// The server may still write into the buffer: give it a new key.
+		b.Fail()
+		return err
+	}
+	if r.Op != opReadDone || r.Buf != uint32(b.Index()) || r.Block != n {
+		b.Fail()
+		return fmt.Errorf("blockserver: read of block %d answered by %+v", n, r)
+	}
+	if err := b.Landed(); err != nil {
+		return err
+	}
+	defer b.Release()
+	if crc32.ChecksumIEEE(b.Bytes()) != r.CRC {
+		return fmt.Errorf("blockserver: block %d arrived with a wrong CRC", n)
+	}
+	return fn(b.Bytes())
+}
+
+// WriteBlock writes block n: fill writes the data into a pool buffer, the
+// server RDMA-reads it, and WriteBlock returns once the server confirms
+// that the block is on stable storage.
+func (cl *Client) WriteBlock(ctx context.Context, n uint64, fill func(buf []byte)) error {
+	b, err := cl.pool.Get(ctx)
+	if err != nil {
+		return err
+	}
+	fill(b.Bytes())
+	req := msg{Op: opWrite, Block: n, Buf: uint32(b.Index()), Cookie: uint64(b.Cookie()), CRC: crc32.ChecksumIEEE(b.Bytes())}
+	ch := cl.begin(&req)
+	defer cl.end(req.ID)
+	if err := cl.send(ctx, &req); err != nil {
+		b.Release()
+		return err
+	}
+	r, err := wait(ctx, ch)
+	if err != nil {
+		b.Fail()
+		return err
+	}
+	if r.Op != opWriteFetched {
+		b.Fail()
+		return fmt.Errorf("blockserver: write of block %d answered by %+v", n, r)
+	}
+	// The immediate data of the server's READ: the buffer is free again.
+	if err := b.Release(); err != nil {
+		return err
+	}
+	r, err = wait(ctx, ch)
+	if err != nil {
+		return err
+	}
+	if r.Op != opWriteDone || r.CRC != req.CRC {
+		return fmt.Errorf("blockserver: write of block %d confirmed by %+v", n, r)
+	}
+	return nil
+}
+
+// Sum returns the server's SHA-256 of the whole file, computed after every
+// write it has confirmed.
+func (cl *Client) Sum(ctx context.Context) ([32]byte, error) {
+	r, err := cl.call(ctx, &msg{Op: opSum})
+	return r.Sum, err
+}
+
+// Bye tells the server to stop serving, passing the client's own SHA-256
+// of the file for the server to check.
+func (cl *Client) Bye(ctx context.Context, sum [32]byte) error {
+	return cl.send(ctx, &msg{Op: opBye, Sum: sum})
+}
+
+func (cl *Client) stop() {
+	cl.sock.Close()
+	<-cl.done
+}
+
+// Close frees the pool and closes the socket.
+func (cl *Client) Close() error {
+	cl.stop() // closing the socket drops its keys, so the pool's frees may fail
+	if cl.pool != nil {
+		cl.pool.Close()
+	}
+	return nil
+}
