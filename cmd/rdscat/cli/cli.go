@@ -197,7 +197,10 @@ func timeoutf(format string, args ...any) error {
 func exitCode(err error) int {
 	var ue *usageError
 	var te *timeoutError
+	var es *exitStatus
 	switch {
+	case errors.As(err, &es):
+		return es.code
 	case errors.As(err, &ue):
 		return ExitUsage
 	case errors.As(err, &te):

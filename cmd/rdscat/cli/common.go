@@ -238,11 +238,14 @@ func isRoot() bool { return os.Geteuid() == 0 }
 // netErrClosed is net.ErrClosed, returned by reads on a closed socket.
 var netErrClosed = net.ErrClosed
 
-// warmUp pings peer from c until the kernel there answers, or wait passes.
+// warmUp pings peer from c until the kernel there answers, or wait passes,
+// and on RDS/TCP then waits for the connection's TCP paths to come up.
 // On the kernels measured, the first data message on a new RDS/TCP
 // connection across namespaces was sometimes lost (the sender's TCP got it
-// acknowledged, the receiver never delivered it); a ping answered first
-// proves the connection carries traffic both ways. Pings are answered by
+// acknowledged, the receiver never delivered it) while the multipath
+// connections were still being set up; a ping answered first proves the
+// connection carries traffic both ways, and waiting for the paths avoids
+// the race. Pings are answered by
 // the peer's kernel only while its net.rds.ping_enable is 1; warmUp reports
 // whether a reply came. Later duplicate replies arrive as 0-byte messages
 // from port 0, which every reader here ignores.
@@ -269,12 +272,52 @@ func warmUp(e *env, c *rdssock.Conn, peer netip.Addr, wait time.Duration) (bool,
 			}
 			if n == 0 && from == target {
 				rcancel()
-				return true, nil
+				return true, waitPaths(ctx, c, peer)
 			}
 		}
 		rcancel()
 		if ctx.Err() != nil {
 			return false, e.ctx.Err()
+		}
+	}
+}
+
+// mpathWorkers is RDS_MPATH_WORKERS: the TCP paths of one RDS/TCP
+// connection on current kernels.
+const mpathWorkers = 8
+
+// waitPaths waits until the RDS/TCP connection from c to peer has all its
+// TCP paths, or their number has not changed for half a second (kernels or
+// peers without multipath), or ctx is done. Other transports return at once.
+func waitPaths(ctx context.Context, c *rdssock.Conn, peer netip.Addr) error {
+	if tr, err := c.Transport(); err != nil || tr != rdssock.TransportTCP {
+		return nil
+	}
+	local := c.LocalAddrPort().Addr().Unmap()
+	peer = peer.Unmap()
+	last, since := -1, time.Now()
+	for {
+		socks, err := c.TCPSockets6()
+		if err != nil {
+			return nil // the table is an optimisation, not a requirement
+		}
+		n := 0
+		for _, s := range socks {
+			l, p := s.Local.Addr().Unmap(), s.Peer.Addr().Unmap()
+			if (l == local && p == peer) || (l == peer && p == local) {
+				n++
+			}
+		}
+		if n >= mpathWorkers || (n > 0 && n == last && time.Since(since) > 500*time.Millisecond) {
+			return nil
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }

@@ -73,6 +73,8 @@ type stressOpts struct {
 	duration    time.Duration
 	count       int
 	timeout     time.Duration
+	warmup      time.Duration
+	ready       string
 	once        bool
 	json        bool
 	quiet       bool
@@ -92,6 +94,8 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long to send (sender); 0 with -count: until -count. Receiver: 0 runs until interrupted or -once")
 	fs.IntVar(&o.count, "count", 0, "messages per task; stops the task before -duration when reached (0: no limit)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for acks and the receiver's count at the end")
+	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "sender: RDS-ping the receiver's host first until it answers, for up to this long (0: don't)")
+	fs.StringVar(&o.ready, "ready", "", "receiver: write the bound ADDR:PORT to `FILE` once bound (for scripts)")
 	fs.BoolVar(&o.once, "once", false, "receiver: exit after the first sender run has finished")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.quiet, "q", false, "no live line even on a terminal")
@@ -273,6 +277,11 @@ func (o *stressOpts) run(e *env, args []string) error {
 			return err
 		}
 		defer c.Close()
+		if o.ready != "" {
+			if err := writeFileAtomic(o.ready, c.LocalAddrPort().String()+"\n"); err != nil {
+				return err
+			}
+		}
 		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}}
 		if o.to == "" {
 			tr, _ := c.Transport()
@@ -631,6 +640,9 @@ func (s *sender) run(ctx context.Context, e *env) error {
 func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o := s.o
 	rr := o.mode == "rr"
+	if _, err := warmUp(e, t.c, s.dst.Addr(), o.warmup); err != nil {
+		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
+	}
 	tokens := make(chan struct{}, o.depth)
 	readerDone := make(chan error, 1)
 	go func() { readerDone <- s.readTask(ctx, t, tokens) }()

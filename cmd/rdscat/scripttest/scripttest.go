@@ -28,6 +28,7 @@ import (
 //	sleep DURATION              pause
 //	jsonfield FILE PATH WANT    compare a number or string in a JSON file
 //	genfile FILE SIZE           write SIZE bytes cycling through all 256 values
+//	jsonsame F1 P1 F2 P2        the value at P1 in F1 equals the one at P2 in F2
 func Cmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
 	return map[string]func(ts *testscript.TestScript, neg bool, args []string){
 		"exits":     exits,
@@ -35,6 +36,7 @@ func Cmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) 
 		"sleep":     sleep,
 		"jsonfield": jsonfield,
 		"genfile":   genfile,
+		"jsonsame":  jsonsame,
 	}
 }
 
@@ -166,4 +168,21 @@ func HasRDS() bool {
 	}
 	unix.Close(fd)
 	return true
+}
+
+func jsonsame(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 4 {
+		ts.Fatalf("usage: jsonsame FILE1 PATH1 FILE2 PATH2")
+	}
+	a, err := Lookup([]byte(ts.ReadFile(args[0])), args[1])
+	if err != nil {
+		ts.Fatalf("jsonsame %s %s: %v", args[0], args[1], err)
+	}
+	b, err := Lookup([]byte(ts.ReadFile(args[2])), args[3])
+	if err != nil {
+		ts.Fatalf("jsonsame %s %s: %v", args[2], args[3], err)
+	}
+	if (a == b) == neg {
+		ts.Fatalf("%s %s = %s, %s %s = %s", args[0], args[1], a, args[2], args[3], b)
+	}
 }
