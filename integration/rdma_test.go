@@ -336,6 +336,15 @@ func TestIntegrationBarrierMark(t *testing.T) {
 	server := newRDMAEnd(t, vmtest.IBAddr1, cfg, &barrier.Config{Timeout: time.Minute}, nil)
 	client := newRDMAEnd(t, vmtest.IBAddr2, cfg, nil, nil)
 	tr := server.c.Tracker()
+	// Bring the TOS 3 connection up with a plain message first: on Linux
+	// 6.12 an RDMA_MAP as the first message on a connection of a nonzero
+	// TOS failed with EINVAL.
+	if _, err := client.sock.WriteMsgContext(ctx, []byte("hi"), nil, server.addr()); err != nil {
+		t.Fatal(err)
+	}
+	if m := server.recv(t, "hello"); string(m.data) != "hi" {
+		t.Fatalf("got %q", m.data)
+	}
 
 	creg, err := rdmaops.NewRegion(rdmaMRSize)
 	if err != nil {
