@@ -366,9 +366,16 @@ func goTestJSON(env []string, args ...string) (tally, error) {
 			if bootLine.MatchString(e.Output) {
 				bootLines = append(bootLines, strings.TrimSpace(e.Output))
 			}
-			if e.Test == "" || *flagVerbose {
+			switch {
+			case *flagVerbose:
 				fmt.Print(e.Output)
-			} else {
+			case e.Test == "" && strings.HasPrefix(e.Output, "[peer] "):
+				// The peer VM's output is shown only when its package fails.
+				buffered[k] = append(buffered[k], e.Output)
+			case e.Test == "" && (e.Output == "PASS\n" || e.Output == "testing: warning: no tests to run\n"):
+			case e.Test == "":
+				fmt.Print(e.Output)
+			default:
 				buffered[k] = append(buffered[k], e.Output)
 			}
 		case "pass":
@@ -395,7 +402,12 @@ func goTestJSON(env []string, args ...string) (tally, error) {
 						fmt.Print(l)
 					}
 				}
-			} else if failedTests[e.Package] == 0 {
+			} else if !*flagVerbose {
+				for _, l := range buffered[k] {
+					fmt.Print(l)
+				}
+			}
+			if e.Test == "" && failedTests[e.Package] == 0 {
 				// The package failed outside any test: build failure, a
 				// crash before tests ran, or the peer VM failing.
 				fmt.Printf("rdstest: package %s failed outside any single test\n", e.Package)
@@ -421,7 +433,19 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		code func(int) bool
 		want []string // substrings the combined output must contain
 		slow bool     // runs beside the others instead of after them
+		dir  string   // working directory of rdsvm (where rdsvm.json is looked up)
 	}
+	// A package directory asking for two VMs.
+	twoVMDir, err := os.MkdirTemp("", "rdstest-twovm-")
+	if err == nil {
+		defer os.RemoveAll(twoVMDir)
+		err = os.WriteFile(filepath.Join(twoVMDir, "rdsvm.json"), []byte(`{"vms": 2}`), 0o644)
+	}
+	if err != nil {
+		fmt.Printf("--- FAIL: rdsvm self-tests: %v\n", err)
+		return tally{failed: 1}
+	}
+	var wg sync.WaitGroup
 	checks := []check{
 		{
 			name: "exit code 0 is passed through",
@@ -451,6 +475,14 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 			want: []string{"selfcheck: hanging", "timed out after 1m0s", "console", "rdsvm-init: running"},
 		},
 		{
+			name: "a failing peer VM fails the two-VM run",
+			dir:  twoVMDir,
+			args: []string{"peer", "4"},
+			code: func(c int) bool { return c == 4 },
+			want: []string{"selfcheck: role main of 2 VMs exiting with 0",
+				"[peer] selfcheck: role peer of 2 VMs exiting with 4", "VM peer booted in"},
+		},
+		{
 			name: "a kernel panic fails with the console tail",
 			args: []string{"panic"},
 			code: func(c int) bool { return c != 0 },
@@ -458,7 +490,6 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		},
 	}
 	var t tally
-	var wg sync.WaitGroup
 	results := make([]string, len(checks))
 	ok := make([]bool, len(checks))
 	// The slow check (mostly an idle guest) runs beside the others; those
@@ -474,6 +505,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 			}
 			t0 := time.Now()
 			cmd := exec.Command(rdsvm, append([]string{selfcheck}, c.args...)...)
+			cmd.Dir = c.dir
 			cmd.Env = append(append(os.Environ(), "RDSVM_KERNEL="+kern), c.env...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out

@@ -47,7 +47,8 @@ func (k *Kernel) ModulesDir() string {
 }
 
 // CacheDir returns the harness cache directory: $RDSVM_CACHE, else
-// $XDG_CACHE_HOME/go-rds-vm, else ~/.cache/go-rds-vm.
+// $XDG_CACHE_HOME/go-rds-vm, else ~/.cache/go-rds-vm, else (no home
+// directory) $TMPDIR/go-rds-vm-cache.
 func CacheDir() (string, error) {
 	if d := os.Getenv("RDSVM_CACHE"); d != "" {
 		return filepath.Abs(d)
@@ -56,8 +57,9 @@ func CacheDir() (string, error) {
 		return filepath.Join(d, "go-rds-vm"), nil
 	}
 	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no cache directory: set RDSVM_CACHE: %w", err)
+	if err != nil || home == "" || home == "/" {
+		// No usable home (some CI and container setups): a shared temp dir.
+		return filepath.Join(os.TempDir(), "go-rds-vm-cache"), nil
 	}
 	return filepath.Join(home, ".cache", "go-rds-vm"), nil
 }

@@ -6,6 +6,7 @@
 //	selfcheck exit N    print a line and exit N
 //	selfcheck hang      never exit
 //	selfcheck panic     crash the guest kernel through sysrq
+//	selfcheck peer N    exit 0 in the main VM and N in the peer VM
 package main
 
 import (
@@ -35,6 +36,13 @@ func main() {
 			n = 2
 		}
 		fmt.Printf("selfcheck: exiting with %d\n", n)
+		os.Exit(n)
+	case "peer":
+		n := 0
+		if vmtest.Role() == vmtest.RolePeer {
+			n, _ = strconv.Atoi(os.Args[2])
+		}
+		fmt.Printf("selfcheck: role %s of %s VMs exiting with %d\n", vmtest.Role(), os.Getenv("RDSVM_VMS"), n)
 		os.Exit(n)
 	case "hang":
 		fmt.Println("selfcheck: hanging")
