@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,10 +132,10 @@ func runHost(testBin string, args []string) (int, error) {
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGQUIT)
 	defer signal.Stop(sigc)
-	var interrupted bool
+	var interrupted atomic.Bool
 	go func() {
 		if s, ok := <-sigc; ok {
-			interrupted = true
+			interrupted.Store(true)
 			logf("got %v: stopping the VM(s)", s)
 			cancel()
 		}
@@ -204,7 +205,7 @@ func runHost(testBin string, args []string) (int, error) {
 		case timedOut:
 			logf("kernel %s: %s timed out after %v (set RDSVM_TIMEOUT or \"timeout\" in rdsvm.json to change)",
 				k.Release, name, timeout)
-		case interrupted:
+		case interrupted.Load():
 			logf("kernel %s: %s interrupted", k.Release, name)
 		case v.setupErr != "":
 			logf("kernel %s: %s: guest setup failed: %s", k.Release, name, v.setupErr)
