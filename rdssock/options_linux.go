@@ -234,10 +234,11 @@ func (c *Conn) GetMR(region []byte, flags uint64) (uint64, error) {
 	if len(region) == 0 {
 		return 0, opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("GetMR: empty region"))
 	}
-	var cookie uint64
+	cookie, unpin := pinnedCookie()
+	defer unpin()
 	args := rdsabi.GetMRArgs{
 		Vec:        rdsabi.Iovec{Addr: uint64(uintptr(unsafe.Pointer(&region[0]))), Bytes: uint64(len(region))},
-		CookieAddr: uint64(uintptr(unsafe.Pointer(&cookie))),
+		CookieAddr: uint64(uintptr(unsafe.Pointer(cookie))),
 		Flags:      flags,
 	}
 	err := c.control(func(fd int) error {
@@ -246,8 +247,7 @@ func (c *Conn) GetMR(region []byte, flags uint64) (uint64, error) {
 		return errnoErr(e)
 	})
 	runtime.KeepAlive(region)
-	runtime.KeepAlive(&cookie)
-	return cookie, opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_GET_MR)", err, getMRDetail(err)))
+	return *cookie, opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_GET_MR)", err, getMRDetail(err)))
 }
 
 // GetMRForDest is GetMR for a socket that may not yet have a connection:
@@ -261,10 +261,11 @@ func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (ui
 	if _, err := sa.put(dst); err != nil {
 		return 0, opError("setsockopt", c.LocalAddr(), &Addr{dst}, err)
 	}
-	var cookie uint64
+	cookie, unpin := pinnedCookie()
+	defer unpin()
 	args := rdsabi.GetMRForDestArgs{
 		Vec:        rdsabi.Iovec{Addr: uint64(uintptr(unsafe.Pointer(&region[0]))), Bytes: uint64(len(region))},
-		CookieAddr: uint64(uintptr(unsafe.Pointer(&cookie))),
+		CookieAddr: uint64(uintptr(unsafe.Pointer(cookie))),
 		Flags:      flags,
 	}
 	copy(args.DestAddr[:], (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&sa.raw))[:])
@@ -274,8 +275,7 @@ func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (ui
 		return errnoErr(e)
 	})
 	runtime.KeepAlive(region)
-	runtime.KeepAlive(&cookie)
-	return cookie, opError("setsockopt", c.LocalAddr(), &Addr{dst}, wrapSyscall("setsockopt(RDS_GET_MR_FOR_DEST)", err, getMRDetail(err)))
+	return *cookie, opError("setsockopt", c.LocalAddr(), &Addr{dst}, wrapSyscall("setsockopt(RDS_GET_MR_FOR_DEST)", err, getMRDetail(err)))
 }
 
 func getMRDetail(err error) string {
@@ -290,8 +290,9 @@ func getMRDetail(err error) string {
 
 // FreeMR releases a registration (RDS_FREE_MR). With RDS_RDMA_INVALIDATE
 // in flags the key is invalidated, but the kernel does not wait for that:
-// a peer may still use the old key for a short time. A zero cookie frees
-// every registration of the socket.
+// a peer may still use the old key for a short time. A zero cookie does not
+// free the socket's keys: it asks the transport to flush its pool of
+// unused registrations. A socket's remaining keys go when it is closed.
 func (c *Conn) FreeMR(cookie, flags uint64) error {
 	args := rdsabi.FreeMRArgs{Cookie: cookie, Flags: flags}
 	err := c.control(func(fd int) error {
@@ -300,6 +301,17 @@ func (c *Conn) FreeMR(cookie, flags uint64) error {
 		return errnoErr(e)
 	})
 	return opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_FREE_MR)", err, ""))
+}
+
+// pinnedCookie returns a heap word for the kernel to write a cookie into
+// through cookie_addr. The address travels inside an argument struct as an
+// integer, which the garbage collector does not see, so the word is pinned
+// until unpin is called.
+func pinnedCookie() (cookie *uint64, unpin func()) {
+	cookie = new(uint64)
+	var p runtime.Pinner
+	p.Pin(cookie)
+	return cookie, p.Unpin
 }
 
 func boolInt(b bool) int {
