@@ -656,14 +656,19 @@ func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) er
 		typ = typeReq
 	}
 	var err error
+loop:
 	for o.count == 0 || t.sent < uint64(o.count) {
 		if rr {
 			select {
 			case tokens <- struct{}{}:
 			case <-sendCtx.Done():
+				break loop
 			}
 		}
 		if sendCtx.Err() != nil {
+			if rr {
+				<-tokens // taken for a request that is not sent
+			}
 			break
 		}
 		h := stressHdr{typ: typ, task: t.id, run: s.runID, seq: t.sent, ts: monoNow(), aux: uint32(o.ackSize)}
