@@ -483,6 +483,16 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 				"[peer] selfcheck: role peer of 2 VMs exiting with 4", "VM peer booted in"},
 		},
 		{
+			name: "a peer VM hanging after the main VM finished is stopped",
+			dir:  twoVMDir,
+			env:  []string{"RDSVM_GRACE=20s"},
+			args: []string{"peerhang"},
+			slow: true,
+			code: func(c int) bool { return c != 0 },
+			want: []string{"selfcheck: main done", "[peer] selfcheck: peer hanging",
+				"VM peer did not finish within 20s after the other VM did"},
+		},
+		{
 			name: "a kernel panic fails with the console tail",
 			args: []string{"panic"},
 			code: func(c int) bool { return c != 0 },

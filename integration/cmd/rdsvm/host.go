@@ -42,6 +42,10 @@ type pkgConfig struct {
 
 const defaultTimeout = 15 * time.Minute
 
+// defaultGrace is how long one VM of a two-VM run may go on after the
+// other has finished (RDSVM_GRACE overrides it).
+const defaultGrace = 2 * time.Minute
+
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "rdsvm: "+format+"\n", args...)
 }
@@ -174,15 +178,44 @@ func runHost(testBin string, args []string) (int, error) {
 	} else {
 		logf("booting kernel %s (%s), timeout %v", k.Release, k.Package, timeout)
 	}
+	// In a two-VM run, once one VM is done the other gets otherVMGrace to
+	// finish: a side waiting forever for a partner that is gone should not
+	// hold the run until the overall timeout.
+	otherVMGrace := defaultGrace
+	if g := os.Getenv("RDSVM_GRACE"); g != "" {
+		if otherVMGrace, err = time.ParseDuration(g); err != nil {
+			return 1, fmt.Errorf("RDSVM_GRACE: %w", err)
+		}
+	}
 	var wg sync.WaitGroup
-	for _, v := range vms {
+	var once sync.Once
+	cancels := make([]context.CancelFunc, len(vms))
+	ctxs := make([]context.Context, len(vms))
+	for i := range vms {
+		ctxs[i], cancels[i] = context.WithCancel(ctx)
+	}
+	for i, v := range vms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v.run(ctx)
+			v.run(ctxs[i])
+			once.Do(func() {
+				for j, o := range vms {
+					if j == i {
+						continue
+					}
+					time.AfterFunc(otherVMGrace, func() {
+						o.abandoned.Store(true)
+						cancels[j]()
+					})
+				}
+			})
 		}()
 	}
 	wg.Wait()
+	for _, c := range cancels {
+		c()
+	}
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 
 	code := 0
@@ -202,6 +235,9 @@ func runHost(testBin string, args []string) (int, error) {
 				v.kernelComplaints()
 			}
 			continue
+		case v.abandoned.Load() && !timedOut && !interrupted.Load():
+			logf("kernel %s: %s did not finish within %v after the other VM did; stopped it",
+				k.Release, name, otherVMGrace)
 		case timedOut:
 			logf("kernel %s: %s timed out after %v (set RDSVM_TIMEOUT or \"timeout\" in rdsvm.json to change)",
 				k.Release, name, timeout)
@@ -237,11 +273,12 @@ type vm struct {
 	out     *lineWriter
 	prefix  string
 
-	exitCode int
-	setupErr string
-	runErr   error
-	bootTime time.Duration
-	testTime time.Duration
+	exitCode  int
+	abandoned atomic.Bool // stopped because the other VM finished long ago
+	setupErr  string
+	runErr    error
+	bootTime  time.Duration
+	testTime  time.Duration
 }
 
 func (v *vm) run(ctx context.Context) {

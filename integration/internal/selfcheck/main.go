@@ -7,6 +7,7 @@
 //	selfcheck hang      never exit
 //	selfcheck panic     crash the guest kernel through sysrq
 //	selfcheck peer N    exit 0 in the main VM and N in the peer VM
+//	selfcheck peerhang  exit 0 in the main VM, hang in the peer VM
 package main
 
 import (
@@ -44,6 +45,15 @@ func main() {
 		}
 		fmt.Printf("selfcheck: role %s of %s VMs exiting with %d\n", vmtest.Role(), os.Getenv("RDSVM_VMS"), n)
 		os.Exit(n)
+	case "peerhang":
+		if vmtest.Role() == vmtest.RoleMain {
+			fmt.Println("selfcheck: main done")
+			return
+		}
+		fmt.Println("selfcheck: peer hanging")
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "hang":
 		fmt.Println("selfcheck: hanging")
 		for {
