@@ -706,7 +706,10 @@ loop:
 			case <-deadline:
 				return timeoutf("task %d: %d requests unanswered after %v", t.id, t.sent-t.acked.Load(), o.timeout)
 			case err := <-readerDone:
-				return fmt.Errorf("task %d: %w", t.id, err)
+				if err == nil {
+					err = errors.New("the socket closed")
+				}
+				return fmt.Errorf("task %d: waiting for acks: %w", t.id, err)
 			}
 		}
 	}
@@ -716,17 +719,22 @@ loop:
 	if err := sendRetry(e, t.c, fin, s.dst, o.timeout); err != nil {
 		return fmt.Errorf("task %d: send count: %w", t.id, err)
 	}
+	var a stressHdr
 	select {
-	case a := <-t.finAck:
-		t.counted = a.seq
-		if a.aux != 0 {
-			return fmt.Errorf("task %d: the receiver saw %d messages out of sequence", t.id, a.aux)
-		}
+	case a = <-t.finAck:
 	case err := <-readerDone:
-		return fmt.Errorf("task %d: %w", t.id, err)
+		if err != nil {
+			return fmt.Errorf("task %d: %w", t.id, err)
+		}
+		a = <-t.finAck // the reader stops right after passing the count on
 	case <-time.After(o.timeout):
 		return timeoutf("task %d: the receiver did not report its count within %v", t.id, o.timeout)
 	case <-ctx.Done():
+		return nil
+	}
+	t.counted = a.seq
+	if a.aux != 0 {
+		return fmt.Errorf("task %d: the receiver saw %d messages out of sequence", t.id, a.aux)
 	}
 	return nil
 }
