@@ -5,7 +5,10 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +207,65 @@ func TestPing(t *testing.T) {
 				t.Fatalf("ping reply: %d bytes from %v, want 0 bytes from %v", n, src, want)
 			}
 		})
+	}
+}
+
+// TestGuestEnvironment checks what the guest init promises every test: the
+// environment variables, working directory, hostname, a minimal /etc, the
+// oops policy and the topology's namespace and rxe port.
+func TestGuestEnvironment(t *testing.T) {
+	vmtest.Require(t)
+	for k, want := range map[string]string{
+		"RDSVM_GUEST":          "1",
+		"RDSVM_ROLE":           vmtest.RoleMain,
+		"RDSVM_VMS":            "1",
+		"RDSVM_KERNEL_RELEASE": vmtest.KernelRelease(),
+		"HOME":                 "/tmp",
+	} {
+		if got := os.Getenv(k); got != want {
+			t.Errorf("$%s = %q, want %q", k, got, want)
+		}
+	}
+	if wd, err := os.Getwd(); err != nil || wd != "/rdsvm/pkg" {
+		t.Errorf("working directory %q (%v), want /rdsvm/pkg", wd, err)
+	}
+	if h, err := os.Hostname(); err != nil || h != "rdsvm-main" {
+		t.Errorf("hostname %q (%v), want rdsvm-main", h, err)
+	}
+	if addrs, err := net.LookupHost("localhost"); err != nil || len(addrs) == 0 {
+		t.Errorf("localhost does not resolve: %v %v", addrs, err)
+	}
+	for file, want := range map[string]string{
+		"/proc/sys/kernel/panic_on_oops":                  "1",
+		"/sys/class/infiniband/rxe0/ports/1/state":        "4: ACTIVE",
+		"/sys/class/net/" + vmtest.IBLink + "/carrier":    "1",
+		"/sys/class/net/" + vmtest.TCPLink + "/operstate": "up",
+		"/sys/class/net/" + vmtest.TCPLink + "/carrier":   "1",
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s = %q (%v), want %q", file, strings.TrimSpace(string(b)), err, want)
+		}
+	}
+	ns, err := vmtest.PeerNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	if ns.FD() < 0 {
+		t.Fatal("peer namespace has no descriptor")
+	}
+	err = vmtest.InPeerNamespace(func() error {
+		b, err := os.ReadFile("/proc/thread-self/net/dev")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), vmtest.TCPPeerLink+":") || strings.Contains(string(b), vmtest.TCPLink+":") {
+			return fmt.Errorf("peer namespace links:\n%s", b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("inside %s: %v", vmtest.PeerNamespaceName, err)
 	}
 }

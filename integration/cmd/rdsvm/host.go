@@ -470,6 +470,11 @@ func buildInitramfs(dst, self, testBin string, k *kernel.Kernel, cfg *vmconf.Con
 			return err
 		}
 	}
+	for name, content := range guestEtc {
+		if err := b.Bytes(name, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
 	if err := b.File("/init", self); err != nil {
 		return err
 	}
@@ -523,6 +528,14 @@ func buildInitramfs(dst, self, testBin string, k *kernel.Kernel, cfg *vmconf.Con
 		return err
 	}
 	return f.Close()
+}
+
+// guestEtc is the little of /etc that Go programs look at.
+var guestEtc = map[string]string{
+	"/etc/hosts":         "127.0.0.1\tlocalhost\n::1\tlocalhost\n",
+	"/etc/passwd":        "root:x:0:0:root:/tmp:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n",
+	"/etc/group":         "root:x:0:\nnogroup:x:65534:\n",
+	"/etc/nsswitch.conf": "hosts: files\n",
 }
 
 func readPkgConfig() (pkgConfig, error) {

@@ -66,6 +66,7 @@ func run(status *os.File) error {
 	if role == "" {
 		role = vmconf.RoleMain
 	}
+	_ = unix.Sethostname([]byte("rdsvm-" + role))
 	// Show oops and warning text on the console, not only errors ("quiet").
 	_ = os.WriteFile("/proc/sys/kernel/printk", []byte("5 4 1 7"), 0)
 	// A kernel oops must not leave a half-dead VM running until the timeout.

@@ -3,6 +3,8 @@ package guest
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/go-rds/rds/integration/vmtest"
@@ -27,10 +29,38 @@ func setupTopology(vms int, role string) error {
 	if err := h.SetUp("lo"); err != nil {
 		return err
 	}
+	links := []string{vmtest.TwoVMLink}
 	if vms == 2 {
-		return setupTwoVM(h, role)
+		err = setupTwoVM(h, role)
+	} else {
+		err = setupOneVM(h)
+		links = []string{vmtest.TCPLink, vmtest.IBLink, vmtest.IBPeerLink}
 	}
-	return setupOneVM(h)
+	if err != nil {
+		return err
+	}
+	return waitOperUp(links, 10*time.Second)
+}
+
+// waitOperUp waits until the links of the initial namespace report
+// operstate "up": the kernel updates it a little after a link gets carrier,
+// and tests should not start in between.
+func waitOperUp(links []string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, l := range links {
+		for {
+			b, err := os.ReadFile("/sys/class/net/" + l + "/operstate")
+			state := strings.TrimSpace(string(b))
+			if err == nil && state == "up" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("link %s operstate is %q (%v), not up, after %v", l, state, err, timeout)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func prefix(a netip.Addr) netip.Prefix {
