@@ -68,3 +68,11 @@ func ExampleRemoteAddr4() {
 func ExampleKernelRelease() {
 	fmt.Println(vmtest.KernelRelease() != "")
 }
+
+func ExampleLocalAddr6() {
+	fmt.Println(vmtest.LocalAddr6())
+}
+
+func ExampleRemoteAddr6() {
+	fmt.Println(vmtest.RemoteAddr6())
+}

@@ -117,6 +117,22 @@ func RemoteAddr4() netip.Addr {
 	return PeerAddr4
 }
 
+// LocalAddr6 returns this VM's IPv6 address in a two-VM run.
+func LocalAddr6() netip.Addr {
+	if Role() == RolePeer {
+		return PeerAddr6
+	}
+	return MainAddr6
+}
+
+// RemoteAddr6 returns the other VM's IPv6 address in a two-VM run.
+func RemoteAddr6() netip.Addr {
+	if Role() == RolePeer {
+		return MainAddr6
+	}
+	return PeerAddr6
+}
+
 // KernelRelease returns the running kernel's release (uname -r).
 func KernelRelease() string {
 	var u unix.Utsname

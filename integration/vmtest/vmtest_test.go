@@ -44,6 +44,10 @@ func TestRoleAddrs(t *testing.T) {
 		{RoleMain, "10.33.0.1", "10.33.0.2"},
 		{RolePeer, "10.33.0.2", "10.33.0.1"},
 	} {
+		local6, remote6 := "fd33::1", "fd33::2"
+		if tc.role == RolePeer {
+			local6, remote6 = remote6, local6
+		}
 		t.Setenv("RDSVM_ROLE", tc.role)
 		if Role() != tc.role {
 			t.Fatalf("Role() = %q, want %q", Role(), tc.role)
@@ -53,6 +57,12 @@ func TestRoleAddrs(t *testing.T) {
 		}
 		if got := RemoteAddr4().String(); got != tc.remote {
 			t.Errorf("%s: RemoteAddr4() = %s, want %s", tc.role, got, tc.remote)
+		}
+		if got := LocalAddr6().String(); got != local6 {
+			t.Errorf("%s: LocalAddr6() = %s, want %s", tc.role, got, local6)
+		}
+		if got := RemoteAddr6().String(); got != remote6 {
+			t.Errorf("%s: RemoteAddr6() = %s, want %s", tc.role, got, remote6)
 		}
 	}
 }
