@@ -25,5 +25,5 @@ func ExampleCmds() {
 	cmds := scripttest.Cmds()
 	_, ok := cmds["exits"]
 	fmt.Println(len(cmds), ok)
-	// Output: 7 true
+	// Output: 6 true
 }
