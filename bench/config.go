@@ -1,0 +1,26 @@
+package bench
+
+import (
+	"io"
+	"time"
+)
+
+// Config configures Run.
+type Config struct {
+	// CBinary is the C baseline, run as CBinary ROLE key=value...
+	CBinary string
+	// GoBinary and GoArgs run a Go worker: GoBinary GoArgs... ROLE
+	// key=value... (for example the rdsbench command with GoArgs
+	// ["worker"]), ending in Worker.
+	GoBinary string
+	GoArgs   []string
+
+	Workloads []Workload
+	Rounds    int           // rounds per workload, C and Go alternating (default 5)
+	Warm      time.Duration // warm-up before each window (default 0.5s)
+	Window    time.Duration // measurement window (default 2s)
+	// LongRun is the window of the resident-memory run (0: skip it).
+	LongRun time.Duration
+
+	Log io.Writer // progress lines; nil: none
+}

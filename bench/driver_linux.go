@@ -1,0 +1,434 @@
+//go:build linux
+
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-rds/rds/integration/vmtest"
+)
+
+// impl is one of the two implementations under comparison.
+type impl struct {
+	name string
+	bin  string
+	pre  []string
+}
+
+func (i impl) args(role string, o *Options) []string {
+	return append(append(append([]string(nil), i.pre...), role), o.Args()...)
+}
+
+// Run runs every workload Rounds times with the C baseline and the Go
+// workers alternately inside the rdsvm guest topology (see package
+// integration/vmtest), then the long resident-memory run, and returns the
+// report. A failed round is recorded in Report.Failures and leaves its
+// workload with fewer values; Run itself fails only on bad configuration.
+func Run(cfg *Config) (*Report, error) {
+	if cfg.CBinary == "" || cfg.GoBinary == "" {
+		return nil, errors.New("bench: CBinary and GoBinary are required")
+	}
+	c := *cfg
+	if c.Rounds <= 0 {
+		c.Rounds = 5
+	}
+	if c.Warm <= 0 {
+		c.Warm = 500 * time.Millisecond
+	}
+	if c.Window <= 0 {
+		c.Window = 2 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	d := &driver{cfg: &c, port: 20000}
+	d.impls = [2]impl{{name: "C", bin: c.CBinary}, {name: "Go", bin: c.GoBinary, pre: c.GoArgs}}
+	rep := &Report{Kernel: vmtest.KernelRelease(), Started: time.Now(), Rounds: c.Rounds, Warm: c.Warm, Window: c.Window}
+	for _, w := range c.Workloads {
+		d.runWorkload(rep, w)
+	}
+	if c.LongRun > 0 {
+		d.longRun(rep)
+	}
+	rep.Elapsed = time.Since(rep.Started)
+	return rep, nil
+}
+
+type driver struct {
+	cfg   *Config
+	impls [2]impl
+	port  uint16
+}
+
+func (d *driver) logf(format string, a ...any) {
+	fmt.Fprintf(d.cfg.Log, format+"\n", a...)
+}
+
+func (d *driver) ports() (uint16, uint16) {
+	d.port += 2
+	return d.port, d.port + 1
+}
+
+// outcome is what one round of one implementation produced.
+type outcome struct {
+	main Result // the measuring side: receiver, ping client or RDMA initiator
+	peer Result // the Go sender's own RESULT, if it printed one
+}
+
+func (d *driver) runWorkload(rep *Report, w Workload) {
+	metrics := w.Metrics()
+	rows := make([]Row, len(metrics))
+	for i, m := range metrics {
+		rows[i] = Row{Workload: w.Name, Metric: m.Label, Goal: m.Goal}
+	}
+	var allocMain, allocPeer Alloc
+	allocMain.Workload, allocPeer.Workload = w.Name, w.Name
+	switch w.Kind {
+	case Throughput:
+		allocMain.Side, allocPeer.Side = "receiver", "sender"
+		allocMain.What, allocPeer.What = "ReadMsg", "WriteMsg"
+		if w.Batch > 1 {
+			allocMain.What, allocPeer.What = "ReadBatch", "WriteBatch"
+		}
+	case Latency:
+		allocMain.Side, allocMain.What = "client", "WriteMsg+ReadMsg"
+	case RDMA:
+		allocMain.Side, allocMain.What = "initiator", "Do+ReadMsg+Tracker.Process"
+	}
+	var errs []string
+	for r := 0; r < d.cfg.Rounds; r++ {
+		order := []int{0, 1}
+		if r%2 == 1 {
+			order = []int{1, 0}
+		}
+		var line []string
+		for _, k := range order {
+			im := d.impls[k]
+			out, err := d.runOnce(im, w)
+			if err != nil {
+				msg := fmt.Sprintf("%s round %d %s: %v", w.Name, r+1, im.name, err)
+				d.logf("  %s", msg)
+				errs = append(errs, msg)
+				rep.Failures = append(rep.Failures, msg)
+				continue
+			}
+			for i, m := range metrics {
+				v := out.main[m.Key] * m.Scale
+				if k == 0 {
+					rows[i].C = append(rows[i].C, v)
+				} else {
+					rows[i].Go = append(rows[i].Go, v)
+				}
+			}
+			line = append(line, fmt.Sprintf("%s %s %s", im.name, fmtNum(out.main[metrics[0].Key]*metrics[0].Scale), metrics[0].Label))
+			if k == 1 {
+				if a, ok := out.main["allocs"]; ok {
+					allocMain.Allocs += uint64(a)
+					allocMain.Msgs += uint64(out.main["msgs"])
+				}
+				if out.peer != nil {
+					allocPeer.Allocs += uint64(out.peer["allocs"])
+					allocPeer.Msgs += uint64(out.peer["msgs"])
+				}
+			}
+		}
+		d.logf("%-28s round %d/%d: %s", w.Name, r+1, d.cfg.Rounds, strings.Join(line, ", "))
+	}
+	if len(errs) > 0 {
+		for i := range rows {
+			rows[i].Err = strings.Join(errs, "; ")
+		}
+	}
+	rep.Rows = append(rep.Rows, rows...)
+	if allocMain.Msgs > 0 {
+		rep.Allocs = append(rep.Allocs, allocMain)
+	}
+	if allocPeer.Msgs > 0 {
+		rep.Allocs = append(rep.Allocs, allocPeer)
+	}
+}
+
+const peerNetNS = "/run/netns/" + vmtest.PeerNamespaceName
+
+// endpoints returns the addresses of the measuring side (a) and its peer
+// (b), and the namespace of a.
+func endpoints(p Path, pa, pb uint16) (a, b netip.AddrPort, ns string) {
+	switch p {
+	case PathTCP:
+		return netip.AddrPortFrom(vmtest.TCPPeer4, pa), netip.AddrPortFrom(vmtest.TCPLocal4, pb), peerNetNS
+	case PathIB:
+		return netip.AddrPortFrom(vmtest.IBAddr2, pa), netip.AddrPortFrom(vmtest.IBAddr1, pb), ""
+	}
+	return netip.AddrPortFrom(vmtest.Loopback4, pa), netip.AddrPortFrom(vmtest.Loopback4, pb), ""
+}
+
+func (d *driver) timeout() time.Duration { return d.cfg.Warm + d.cfg.Window + 90*time.Second }
+
+func (d *driver) runOnce(im impl, w Workload) (outcome, error) {
+	pa, pb := d.ports()
+	a, b, ns := endpoints(w.Path, pa, pb)
+	base := Options{Size: w.Size, Batch: max(w.Batch, 1), Depth: max(w.Depth, 1), Warm: d.cfg.Warm, Dur: d.cfg.Window}
+	switch w.Kind {
+	case Throughput:
+		ro, so := base, base
+		ro.Bind, ro.NetNS = a, ns
+		so.Bind, so.Peer = b, a
+		return d.pair(im, "recv", &ro, "send", &so, false)
+	case Latency:
+		eo, po := base, base
+		eo.Bind, eo.NetNS = a, ns
+		po.Bind, po.Peer = b, a
+		out, err := d.pair(im, "echo", &eo, "ping", &po, true)
+		// The measuring side is the ping client.
+		out.main, out.peer = out.peer, nil
+		return out, err
+	case RDMA:
+		io_, to := base, base
+		io_.Bind, io_.Peer = a, b
+		to.Bind, to.Peer = b, a
+		return d.rdma(im, &io_, &to)
+	}
+	return outcome{}, fmt.Errorf("unknown workload kind %d", w.Kind)
+}
+
+// pair starts the first role, waits until it is READY, starts the second,
+// and waits for a RESULT from the first (or, with resultFromSecond, from the
+// second); the survivor is killed afterwards.
+func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Options, resultFromSecond bool) (outcome, error) {
+	p1, err := startProc(im.bin, im.args(role1, o1))
+	if err != nil {
+		return outcome{}, err
+	}
+	defer p1.kill()
+	if err := p1.waitReady(60 * time.Second); err != nil {
+		return outcome{}, fmt.Errorf("%s: %w", role1, err)
+	}
+	p2, err := startProc(im.bin, im.args(role2, o2))
+	if err != nil {
+		return outcome{}, err
+	}
+	defer p2.kill()
+	var out outcome
+	if resultFromSecond {
+		out.peer, err = p2.waitResult(d.timeout())
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", role2, err)
+		}
+		return out, nil
+	}
+	out.main, err = p1.waitResult(d.timeout())
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", role1, err)
+	}
+	out.peer = p2.lastResult()
+	return out, nil
+}
+
+// rdma starts the initiator, then the target (which registers its region
+// and sends the cookie), and waits for the initiator's RESULT.
+func (d *driver) rdma(im impl, io_, to *Options) (outcome, error) {
+	pi, err := startProc(im.bin, im.args("rdma-init", io_))
+	if err != nil {
+		return outcome{}, err
+	}
+	defer pi.kill()
+	if err := pi.waitReady(60 * time.Second); err != nil {
+		return outcome{}, fmt.Errorf("rdma-init: %w", err)
+	}
+	pt, err := startProc(im.bin, im.args("rdma-target", to))
+	if err != nil {
+		return outcome{}, err
+	}
+	defer pt.kill()
+	if err := pt.waitReady(90 * time.Second); err != nil {
+		return outcome{}, fmt.Errorf("rdma-target: %w", err)
+	}
+	res, err := pi.waitResult(d.timeout())
+	if err != nil {
+		return outcome{}, fmt.Errorf("rdma-init: %w", err)
+	}
+	return outcome{main: res}, nil
+}
+
+// longRun runs a C and a Go receiver at once for LongRun, each fed by a
+// sender of its own kind over RDS/TCP with timestamps on, and records
+// their resident memory.
+func (d *driver) longRun(rep *Report) {
+	const name = "tput tcp 64B ts"
+	d.logf("long run: C and Go receivers side by side for %v (%s)", d.cfg.LongRun, name)
+	type res struct {
+		r   Result
+		err error
+	}
+	results := make([]res, 2)
+	var wg sync.WaitGroup
+	for k, im := range d.impls {
+		pa, pb := d.ports()
+		a, b, ns := endpoints(PathTCP, pa, pb)
+		ro := Options{Bind: a, NetNS: ns, Size: 64, Batch: 1, Depth: 1, Warm: time.Second, Dur: d.cfg.LongRun, TS: true}
+		so := Options{Bind: b, Peer: a, Size: 64, Batch: 1, Depth: 1, Warm: time.Second, Dur: d.cfg.LongRun}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p1, err := startProc(im.bin, im.args("recv", &ro))
+			if err != nil {
+				results[k].err = err
+				return
+			}
+			defer p1.kill()
+			if err := p1.waitReady(60 * time.Second); err != nil {
+				results[k].err = err
+				return
+			}
+			p2, err := startProc(im.bin, im.args("send", &so))
+			if err != nil {
+				results[k].err = err
+				return
+			}
+			defer p2.kill()
+			results[k].r, results[k].err = p1.waitResult(d.cfg.LongRun + 2*time.Minute)
+		}()
+	}
+	wg.Wait()
+	for k, im := range d.impls {
+		if err := results[k].err; err != nil {
+			msg := fmt.Sprintf("long run %s: %v", im.name, err)
+			d.logf("  %s", msg)
+			rep.Failures = append(rep.Failures, msg)
+			continue
+		}
+		r := results[k].r
+		x := RSS{Impl: im.name, Workload: name, Seconds: r["secs"], Msgs: uint64(r["msgs"]), Allocs: uint64(r["allocs"]),
+			StartKiB: int64(r["rss_start_kib"]), EndKiB: int64(r["rss_end_kib"]), MaxKiB: int64(r["rss_max_kib"]), ControlMsg: uint64(r["cmsgs"])}
+		rep.RSS = append(rep.RSS, x)
+		d.logf("long run %s: %d messages in %.0fs, RSS %d -> %d KiB (max %d), %d control messages parsed",
+			im.name, x.Msgs, x.Seconds, x.StartKiB, x.EndKiB, x.MaxKiB, x.ControlMsg)
+		if k == 1 {
+			rep.Allocs = append(rep.Allocs, Alloc{Workload: name + " (long run)", Side: "receiver", What: "ReadMsg+cmsg.Parser", Allocs: x.Allocs, Msgs: x.Msgs})
+		}
+	}
+}
+
+// proc is a running worker process whose stdout is scanned for READY and
+// RESULT lines.
+type proc struct {
+	cmd    *exec.Cmd
+	ready  chan struct{}
+	result chan Result
+	done   chan struct{}
+	mu     sync.Mutex
+	last   Result
+	stderr bytes.Buffer
+	err    error
+}
+
+func startProc(bin string, args []string) (*proc, error) {
+	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stderr = &limitedWriter{w: &p.stderr, n: 4096}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stdout)
+		readyOnce := false
+		for sc.Scan() {
+			line := sc.Text()
+			if line == "READY" && !readyOnce {
+				readyOnce = true
+				close(p.ready)
+				continue
+			}
+			if r, ok := ParseResult(line); ok {
+				p.mu.Lock()
+				p.last = r
+				p.mu.Unlock()
+				select {
+				case p.result <- r:
+				default:
+				}
+			}
+		}
+		p.err = p.cmd.Wait()
+	}()
+	return p, nil
+}
+
+func (p *proc) exitError() error {
+	msg := strings.TrimSpace(p.stderr.String())
+	if p.err == nil {
+		return fmt.Errorf("exited without a result: %s", msg)
+	}
+	return fmt.Errorf("%v: %s", p.err, msg)
+}
+
+func (p *proc) waitReady(d time.Duration) error {
+	select {
+	case <-p.ready:
+		return nil
+	case <-p.done:
+		return p.exitError()
+	case <-time.After(d):
+		return fmt.Errorf("not ready within %v", d)
+	}
+}
+
+func (p *proc) waitResult(d time.Duration) (Result, error) {
+	select {
+	case r := <-p.result:
+		return r, nil
+	case <-p.done:
+		select {
+		case r := <-p.result:
+			return r, nil
+		default:
+		}
+		return nil, p.exitError()
+	case <-time.After(d):
+		return nil, fmt.Errorf("no result within %v", d)
+	}
+}
+
+func (p *proc) lastResult() Result {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *proc) kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(b []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(b), l.n)
+		l.w.Write(b[:k])
+		l.n -= k
+	}
+	return len(b), nil
+}

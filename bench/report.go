@@ -1,0 +1,317 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Row is one metric of one workload over all rounds.
+type Row struct {
+	Workload string
+	Metric   string    // label, such as "msg/s" or "p50 us"
+	Goal     Goal      // target on Go/C
+	C, Go    []float64 // one value per successful round, scaled to the label's unit
+	Err      string    // why rounds are missing, if any
+}
+
+// Ratio returns median(Go)/median(C), or NaN without data.
+func (r Row) Ratio() float64 {
+	c, g := Median(r.C), Median(r.Go)
+	if len(r.C) == 0 || len(r.Go) == 0 || c == 0 {
+		return math.NaN()
+	}
+	return g / c
+}
+
+// Verdict returns "met", "missed", "-" (no target) or "failed" (no data).
+func (r Row) Verdict() string {
+	ratio := r.Ratio()
+	switch {
+	case math.IsNaN(ratio):
+		return "failed"
+	case r.Goal.Ratio == 0:
+		return "-"
+	case r.Goal.Met(ratio):
+		return "met"
+	}
+	return "missed"
+}
+
+// Alloc is the Go heap allocations counted in the measurement windows of
+// one side of a workload, summed over rounds.
+type Alloc struct {
+	Workload string
+	Side     string // "receiver", "sender", "client", "initiator"
+	What     string // the calls on the hot path
+	Allocs   uint64
+	Msgs     uint64
+}
+
+// PerMsg returns allocations per message.
+func (a Alloc) PerMsg() float64 {
+	if a.Msgs == 0 {
+		return math.NaN()
+	}
+	return float64(a.Allocs) / float64(a.Msgs)
+}
+
+// Met reports whether the side allocated nothing per message in steady
+// state: fewer than one allocation per million messages (a GC cycle or a
+// runtime timer can allocate once in a while; nothing on the message path
+// may).
+func (a Alloc) Met() bool { return a.Msgs > 0 && a.Allocs*1_000_000 < a.Msgs }
+
+// RSS is a receiver's resident memory over the long run.
+type RSS struct {
+	Impl       string // "C" or "Go"
+	Workload   string
+	Seconds    float64
+	Msgs       uint64
+	Allocs     uint64 // Go only
+	StartKiB   int64
+	EndKiB     int64
+	MaxKiB     int64
+	ControlMsg uint64 // control messages parsed
+}
+
+// Flat reports whether the resident set grew by at most 5% from the start
+// to the end of the window.
+func (r RSS) Flat() bool {
+	return r.StartKiB > 0 && r.EndKiB > 0 && float64(r.EndKiB-r.StartKiB) <= 0.05*float64(r.StartKiB)
+}
+
+// Report is the result of a benchmark run.
+type Report struct {
+	Kernel   string
+	Started  time.Time
+	Elapsed  time.Duration
+	Rounds   int
+	Warm     time.Duration
+	Window   time.Duration
+	Rows     []Row
+	Allocs   []Alloc
+	RSS      []RSS
+	Failures []string
+}
+
+func fmtNum(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "n/a"
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func fmtSpread(xs []float64) string {
+	if len(xs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*Spread(xs))
+}
+
+// Table returns the main table as aligned plain text: workload, unit, C
+// median, Go median, Go/C, the spread of each side ((max-min)/median over
+// the rounds), the target and whether it was met.
+func (r *Report) Table() string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tunit\tC median\tGo median\tGo/C\tspread C\tspread Go\ttarget\tresult")
+	for _, row := range r.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.Metric,
+			fmtNum(Median(row.C)), fmtNum(Median(row.Go)), fmtRatio(row.Ratio()),
+			fmtSpread(row.C), fmtSpread(row.Go), row.Goal, row.Verdict())
+	}
+	tw.Flush()
+	return sb.String()
+}
+
+func fmtRatio(x float64) string {
+	if math.IsNaN(x) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+// AllocTable returns the allocation counts as aligned plain text.
+func (r *Report) AllocTable() string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tGo side\thot path\tallocs\tmessages\tallocs/msg\ttarget\tresult")
+	for _, a := range r.Allocs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.6f\t0\t%s\n", a.Workload, a.Side, a.What, a.Allocs, a.Msgs, a.PerMsg(), metWord(a.Met()))
+	}
+	tw.Flush()
+	return sb.String()
+}
+
+// RSSTable returns the long-run resident memory as aligned plain text.
+func (r *Report) RSSTable() string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "receiver\tworkload\tseconds\tmessages\tRSS start KiB\tRSS end KiB\tRSS max KiB\tGo allocs\ttarget\tresult")
+	for _, x := range r.RSS {
+		allocs := "-"
+		if x.Impl == "Go" {
+			allocs = fmt.Sprint(x.Allocs)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%d\t%d\t%d\t%d\t%s\tflat (<= +5%%)\t%s\n", x.Impl, x.Workload, x.Seconds, x.Msgs, x.StartKiB, x.EndKiB, x.MaxKiB, allocs, metWord(x.Flat()))
+	}
+	tw.Flush()
+	return sb.String()
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+// Text returns every table of the report as plain text.
+func (r *Report) Text() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "kernel %s, %d rounds per workload (C and Go alternating), window %v after %v warm-up\n\n", r.Kernel, r.Rounds, r.Window, r.Warm)
+	sb.WriteString(r.Table())
+	if len(r.Allocs) > 0 {
+		sb.WriteString("\nGo heap allocations in the measurement windows:\n")
+		sb.WriteString(r.AllocTable())
+	}
+	if len(r.RSS) > 0 {
+		sb.WriteString("\nReceiver resident memory over the long run:\n")
+		sb.WriteString(r.RSSTable())
+	}
+	if len(r.Failures) > 0 {
+		sb.WriteString("\nFailures:\n")
+		for _, f := range r.Failures {
+			sb.WriteString("  " + f + "\n")
+		}
+	}
+	return sb.String()
+}
+
+// Meta describes where and how a report was made, for Markdown.
+type Meta struct {
+	Command string // the command that reproduces the report
+	Machine string // host CPU and core count
+	Host    string // host kernel or OS
+	QEMU    string // qemu version line
+	Go      string // Go version
+	CC      string // C compiler version line
+}
+
+// Markdown renders the report as the BENCHMARKS.md document.
+func (r *Report) Markdown(m Meta) string {
+	var sb strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&sb, format, a...) }
+	w("# Benchmarks: Go (this library) against a C baseline\n\n")
+	w("<!-- Generated by integration/cmd/rdsbench. Do not edit: run the command below again. -->\n\n")
+	w("Regenerate with:\n\n    %s\n\n", m.Command)
+	w("| | |\n|---|---|\n")
+	w("| guest kernel | %s |\n", r.Kernel)
+	w("| date | %s |\n", r.Started.UTC().Format("2006-01-02 15:04 MST"))
+	w("| machine | %s |\n", m.Machine)
+	if m.Host != "" {
+		w("| host kernel | %s |\n", m.Host)
+	}
+	w("| VM | %s, TCG (no KVM), 2 vCPUs, 512 MiB |\n", m.QEMU)
+	w("| Go | %s, `CGO_ENABLED=0` static binary |\n", m.Go)
+	w("| C | %s, `gcc -O2 -static` (bench/cbaseline/rdsbench.c) |\n", m.CC)
+	w("| method | %d rounds per workload, C and Go alternating (C first in even rounds); each round is fresh processes; %v warm-up, then a %v window |\n", r.Rounds, r.Warm, r.Window)
+	w("| run time | %v |\n\n", r.Elapsed.Round(time.Second))
+	w("The VM is emulated (TCG), so absolute numbers mean little; the ratios, measured in the same VM in the same run, are what count. ")
+	w("Spread is (max-min)/median over the rounds. Go/C is the ratio of the medians: above 1 means Go is faster for rates, slower for latencies.\n\n")
+
+	w("## Throughput, latency and RDMA\n\n")
+	w("| workload | unit | C median | Go median | Go/C | spread C | spread Go | target | result |\n")
+	w("|---|---|--:|--:|--:|--:|--:|---|---|\n")
+	for _, row := range r.Rows {
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric,
+			fmtNum(Median(row.C)), fmtNum(Median(row.Go)), fmtRatio(row.Ratio()),
+			fmtSpread(row.C), fmtSpread(row.Go), mdGoal(row.Goal), row.Verdict())
+	}
+	w("\n")
+	w("Workloads: `tput` is one-way throughput (a sender floods, the receiver's message rate counts) over `loop` (127.0.0.1, the loopback transport) or `tcp` (RDS/TCP from the initial namespace to a receiver in another namespace over a veth pair). ")
+	w("`batch%d` rows receive with recvmmsg (%d messages per call) on both sides and send with WriteBatch on the Go side; the C sender stays a sendmsg loop, since RDS rejects sendmmsg (its MSG_BATCH flag gives EOPNOTSUPP), and WriteBatch itself issues one sendmsg per message. ", BatchSize, BatchSize)
+	w("`rr` is request/response with 64-byte messages (an echo server in the other namespace for `tcp`). ")
+	w("`rdma write` issues RDMA WRITEs of %s with RDS_RDMA_NOTIFY_ME over Soft-RoCE into a region the target registered once with RDS_CMSG_RDMA_MAP, one at a time (qd1) or 16 outstanding (qd16); a completion is the RDS_CMSG_RDMA_STATUS notice.\n\n", sizeName(RDMASize))
+	w("The C programs use blocking sockets (a congested destination makes sendmsg sleep in the kernel); the Go workers use rdssock's non-blocking sockets in the runtime poller, and on ErrCongested wait for the RDS_CMSG_CONG_UPDATE notice (RDS_CONG_MONITOR) before retrying.\n\n")
+
+	if len(r.Allocs) > 0 {
+		w("## Allocations\n\n")
+		w("Go heap objects allocated (runtime.MemStats.Mallocs) during the measurement windows, summed over the rounds. Target: zero per message in steady state (met below one per million messages).\n\n")
+		w("| workload | Go side | hot path | allocs | messages | allocs/msg | result |\n|---|---|---|--:|--:|--:|---|\n")
+		for _, a := range r.Allocs {
+			w("| %s | %s | %s | %d | %d | %.6f | %s |\n", a.Workload, a.Side, a.What, a.Allocs, a.Msgs, a.PerMsg(), metWord(a.Met()))
+		}
+		w("\n")
+	}
+	if len(r.RSS) > 0 {
+		w("## Receiver memory over a long run\n\n")
+		w("C and Go receivers run at the same time (each fed by a sender of its own language), each message carrying an SCM_TIMESTAMP control message that the receiver parses. RSS from /proc/self/statm at the start and end of the window, and the largest seen (sampled every second). Target: flat (the end at most 5%% above the start).\n\n")
+		w("| receiver | workload | seconds | messages | RSS start KiB | RSS end KiB | RSS max KiB | Go allocs | result |\n|---|---|--:|--:|--:|--:|--:|--:|---|\n")
+		for _, x := range r.RSS {
+			allocs := "-"
+			if x.Impl == "Go" {
+				allocs = fmt.Sprint(x.Allocs)
+			}
+			w("| %s | %s | %.0f | %d | %d | %d | %d | %s | %s |\n", x.Impl, x.Workload, x.Seconds, x.Msgs, x.StartKiB, x.EndKiB, x.MaxKiB, allocs, metWord(x.Flat()))
+		}
+		w("\n")
+	}
+	if g := r.batchGains(); g != "" {
+		w("## What batching buys\n\n")
+		w("Median message rates of the batch rows divided by the C rate without batching, same run.\n\n")
+		w("| workload | C batch / C plain | Go batch / C plain | Go batch / Go plain |\n|---|--:|--:|--:|\n")
+		w("%s\n", g)
+	}
+	if len(r.Failures) > 0 {
+		w("## Failures\n\n")
+		for _, f := range r.Failures {
+			w("- %s\n", f)
+		}
+		w("\n")
+	}
+	return sb.String()
+}
+
+func mdGoal(g Goal) string {
+	return strings.NewReplacer(">=", "≥", "<=", "≤").Replace(g.String())
+}
+
+// batchGains pairs each batch row with the row of the same workload
+// without batching.
+func (r *Report) batchGains() string {
+	plain := map[string]Row{}
+	for _, row := range r.Rows {
+		plain[row.Workload] = row
+	}
+	var sb strings.Builder
+	for _, row := range r.Rows {
+		base, ok := strings.CutSuffix(row.Workload, fmt.Sprintf(" batch%d", BatchSize))
+		if !ok {
+			continue
+		}
+		p, ok := plain[base]
+		if !ok {
+			continue
+		}
+		cp, gp := Median(p.C), Median(p.Go)
+		cb, gb := Median(row.C), Median(row.Go)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", base, fmtRatio(safeDiv(cb, cp)), fmtRatio(safeDiv(gb, cp)), fmtRatio(safeDiv(gb, gp)))
+	}
+	return sb.String()
+}
+
+func safeDiv(a, b float64) float64 {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return math.NaN()
+	}
+	return a / b
+}

@@ -1,0 +1,522 @@
+//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// Roles lists the worker roles, the same in Go and in the C baseline.
+var Roles = []string{"recv", "send", "echo", "ping", "rdma-target", "rdma-init"}
+
+// Worker runs one Go worker role with key=value arguments (see Options),
+// printing "READY" once its socket is bound and, for measuring roles, one
+// "RESULT key=value..." line to out. Roles that serve a peer (send, echo,
+// rdma-target) run until the process is killed or an error occurs.
+//
+// The Go workers use package rdssock (and rdmaops for RDMA) on non-blocking
+// sockets served by the Go runtime poller; their results also carry the
+// heap allocations made in the measurement window ("allocs").
+func Worker(role string, args []string, out io.Writer) error {
+	o, err := ParseOptions(args)
+	if err != nil {
+		return err
+	}
+	switch role {
+	case "recv":
+		return goRecv(o, out)
+	case "send":
+		return goSend(o, out)
+	case "echo":
+		return goEcho(o, out)
+	case "ping":
+		return goPing(o, out)
+	case "rdma-target":
+		return goRDMATarget(o, out)
+	case "rdma-init":
+		return goRDMAInit(o, out)
+	}
+	return fmt.Errorf("unknown role %q (want one of %v)", role, Roles)
+}
+
+func listen(o *Options, cfg rdssock.Config) (*rdssock.Conn, error) {
+	cfg.Timestamps = o.TS
+	if o.NetNS != "" {
+		fd, err := unix.Open(o.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", o.NetNS, err)
+		}
+		defer unix.Close(fd)
+		cfg.NetNS = fd
+	}
+	return rdssock.Listen(o.Bind, &cfg)
+}
+
+func ready(out io.Writer) { fmt.Fprintln(out, "READY") }
+
+// statm reads the resident set size from /proc/self/statm through a
+// descriptor opened once, without allocating.
+type statm struct {
+	fd  int
+	buf [128]byte
+}
+
+func openStatm() *statm {
+	fd, err := unix.Open("/proc/self/statm", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &statm{fd: -1}
+	}
+	return &statm{fd: fd}
+}
+
+// kib returns the resident set size in KiB, or -1.
+func (s *statm) kib() int64 {
+	if s.fd < 0 {
+		return -1
+	}
+	n, err := unix.Pread(s.fd, s.buf[:], 0)
+	if err != nil || n <= 0 {
+		return -1
+	}
+	// The second field is the resident page count.
+	i := 0
+	for i < n && s.buf[i] != ' ' {
+		i++
+	}
+	var pages int64
+	for i++; i < n && s.buf[i] >= '0' && s.buf[i] <= '9'; i++ {
+		pages = pages*10 + int64(s.buf[i]-'0')
+	}
+	return pages * int64(unix.Getpagesize()) / 1024
+}
+
+// mallocs returns the number of heap objects allocated so far.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
+// countStamps walks the control messages of one message as an application
+// would and counts the SCM_TIMESTAMPs.
+func countStamps(oob []byte) int {
+	n := 0
+	p := cmsg.NewParser(oob)
+	for {
+		m, err := p.Next()
+		if err != nil {
+			return n
+		}
+		if m.Is(cmsg.LevelSocket, cmsg.TypeTimestamp) {
+			if _, err := m.Timestamp(); err == nil {
+				n++
+			}
+		}
+	}
+}
+
+func goRecv(o *Options, out io.Writer) error {
+	c, err := listen(o, rdssock.Config{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st := openStatm()
+	var (
+		buf []byte
+		oob []byte
+		ms  []rdssock.Message
+	)
+	if o.Batch == 1 {
+		buf, oob = make([]byte, o.Size), make([]byte, cmsg.MaxReceiveSpace)
+	} else {
+		ms = make([]rdssock.Message, o.Batch)
+		data := make([]byte, o.Size*o.Batch)
+		ctl := make([]byte, cmsg.MaxReceiveSpace*o.Batch)
+		for i := range ms {
+			ms[i].Buffer = data[i*o.Size : (i+1)*o.Size]
+			ms[i].OOB = ctl[i*cmsg.MaxReceiveSpace : (i+1)*cmsg.MaxReceiveSpace]
+		}
+	}
+	ready(out)
+
+	var first, start, end, last, nextRSS time.Time
+	var msgs, bytes, stamps, allocs0 uint64
+	var rssStart, rssMax int64 = -1, -1
+	for {
+		got := 1
+		if o.Batch == 1 {
+			n, oobn, flags, _, err := c.ReadMsg(buf, oob)
+			if err != nil {
+				return err
+			}
+			if flags&unix.MSG_TRUNC != 0 {
+				return fmt.Errorf("message truncated")
+			}
+			if !start.IsZero() {
+				bytes += uint64(n)
+				if o.TS {
+					stamps += uint64(countStamps(oob[:oobn]))
+				}
+			}
+		} else {
+			got, err = c.ReadBatch(nil, ms, 0)
+			if err != nil {
+				return err
+			}
+			if !start.IsZero() {
+				for i := range got {
+					m := &ms[i]
+					if m.Flags&unix.MSG_TRUNC != 0 {
+						return fmt.Errorf("message truncated")
+					}
+					bytes += uint64(m.N)
+					if o.TS {
+						stamps += uint64(countStamps(m.OOB[:m.NN]))
+					}
+				}
+			}
+		}
+		t := time.Now()
+		if first.IsZero() {
+			first = t
+			continue
+		}
+		if start.IsZero() {
+			if t.Sub(first) < o.Warm {
+				continue
+			}
+			start, end = t, t.Add(o.Dur)
+			rssStart = st.kib()
+			rssMax = rssStart
+			nextRSS = t.Add(time.Second)
+			allocs0 = mallocs()
+			continue
+		}
+		msgs += uint64(got)
+		last = t
+		if !t.Before(nextRSS) {
+			rssMax = max(rssMax, st.kib())
+			nextRSS = t.Add(time.Second)
+		}
+		if !t.Before(end) {
+			break
+		}
+	}
+	allocs := mallocs() - allocs0
+	rssEnd := st.kib()
+	secs := last.Sub(start).Seconds()
+	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d allocs=%d\n",
+		msgs, bytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), allocs)
+	return nil
+}
+
+// goSend sends until killed. A non-blocking RDS socket reports a congested
+// destination with ENOBUFS instead of waiting as a blocking one does; the
+// sender then waits for the congestion update (RDS_CONG_MONITOR) and
+// retries. Halfway through its own window it prints a RESULT with its send
+// rate and allocations, then keeps sending.
+func goSend(o *Options, out io.Writer) error {
+	c, err := listen(o, rdssock.Config{CongestionMonitor: true})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, o.Size)
+	oob := make([]byte, 4*cmsg.CongUpdateSpace)
+	var ms []rdssock.Message
+	if o.Batch > 1 {
+		ms = make([]rdssock.Message, o.Batch)
+		for i := range ms {
+			ms[i] = rdssock.Message{Buffer: buf, Addr: o.Peer}
+		}
+	}
+	ready(out)
+
+	var first, start time.Time
+	var calls, sent, inWindow, allocs0, congWaits uint64
+	reported := false
+	next := 0
+	for {
+		var err error
+		if ms == nil {
+			_, err = c.WriteMsg(buf, nil, o.Peer)
+			if err == nil {
+				sent++
+			}
+		} else {
+			var n int
+			n, err = c.WriteBatch(nil, ms[next:], 0)
+			sent += uint64(n)
+			if next += n; next == len(ms) {
+				next = 0
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, rdssock.ErrCongested) {
+				return err
+			}
+			congWaits++
+			if _, _, _, _, err := c.ReadMsg(nil, oob); err != nil && !errors.Is(err, rdssock.ErrTruncated) {
+				return err
+			}
+			continue
+		}
+		// Look at the clock once every 256 calls.
+		if calls++; reported || calls&255 != 1 {
+			continue
+		}
+		t := time.Now()
+		switch {
+		case first.IsZero():
+			first = t
+		case start.IsZero():
+			if t.Sub(first) >= o.Warm {
+				start, inWindow, allocs0 = t, sent, mallocs()
+			}
+		case t.Sub(start) >= o.Dur/2:
+			allocs := mallocs() - allocs0
+			n := sent - inWindow
+			secs := t.Sub(start).Seconds()
+			fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f allocs=%d cong_waits=%d\n", n, secs, float64(n)/secs, allocs, congWaits)
+			reported = true
+		}
+	}
+}
+
+func goEcho(o *Options, out io.Writer) error {
+	c, err := listen(o, rdssock.Config{CongestionMonitor: true})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	buf := make([]byte, max(o.Size, 1<<16))
+	oob := make([]byte, cmsg.MaxReceiveSpace)
+	ready(out)
+	for {
+		n, _, _, from, err := c.ReadMsg(buf, oob)
+		if err != nil {
+			return err
+		}
+		if !from.IsValid() {
+			continue // a control-only notice
+		}
+		for {
+			_, err := c.WriteMsg(buf[:n], nil, from)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, rdssock.ErrCongested) {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func goPing(o *Options, out io.Writer) error {
+	c, err := listen(o, rdssock.Config{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rtt := make([]int64, 0, 1<<20)
+	msg, in := make([]byte, o.Size), make([]byte, o.Size)
+	oob := make([]byte, cmsg.MaxReceiveSpace)
+	first := time.Now()
+	var start, end time.Time
+	var allocs0 uint64
+	for {
+		t0 := time.Now()
+		for {
+			_, err := c.WriteMsg(msg, nil, o.Peer)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, rdssock.ErrCongested) {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for {
+			_, _, _, from, err := c.ReadMsg(in, oob)
+			if err != nil {
+				return err
+			}
+			if from.IsValid() {
+				break // the reply; control-only notices are skipped
+			}
+		}
+		t1 := time.Now()
+		if start.IsZero() {
+			if t1.Sub(first) >= o.Warm {
+				start, end = t1, t1.Add(o.Dur)
+				allocs0 = mallocs()
+			}
+			continue
+		}
+		if len(rtt) < cap(rtt) {
+			rtt = append(rtt, int64(t1.Sub(t0)))
+		}
+		if !t1.Before(end) {
+			break
+		}
+	}
+	allocs := mallocs() - allocs0
+	slices.Sort(rtt)
+	secs := end.Sub(start).Seconds()
+	fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f p50_ns=%d p99_ns=%d allocs=%d\n",
+		len(rtt), secs, float64(len(rtt))/secs, Percentile(rtt, 0.50), Percentile(rtt, 0.99), allocs)
+	return nil
+}
+
+// goRDMATarget registers Size*Depth bytes for remote writes with one
+// RDS_CMSG_RDMA_MAP message to the peer, then drains its socket until
+// killed.
+func goRDMATarget(o *Options, out io.Writer) error {
+	c, err := listen(o, rdssock.Config{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rc := rdmaops.New(c, nil, &rdmaops.Options{Registration: rdmaops.RegMap, MapRetries: 200, MapBackoff: 10 * time.Millisecond})
+	region, err := rdmaops.NewRegion(o.Size * o.Depth)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := rc.Register(ctx, region.Span(0, o.Size*o.Depth), cmsg.FlagReadWrite, o.Peer, []byte("map\x00")); err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	ready(out)
+	buf, oob := make([]byte, 1024), make([]byte, cmsg.MaxReceiveSpace)
+	for {
+		if _, _, _, _, err := c.ReadMsg(buf, oob); err != nil && !errors.Is(err, rdssock.ErrTruncated) {
+			return err
+		}
+	}
+}
+
+// goRDMAInit waits for the peer's cookie, then issues RDMA WRITEs of Size
+// bytes with notify, Depth of them outstanding, and counts the completions
+// in the window. Completion notices go through the barrier tracker.
+func goRDMAInit(o *Options, out io.Writer) error {
+	c, err := listen(o, rdssock.Config{})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ready(out)
+	st := openStatm()
+	tr := barrier.New(&barrier.Config{Capacity: 4 * o.Depth})
+	defer tr.Close()
+	rc := rdmaops.New(c, tr, nil)
+	buf := make([]byte, 1024)
+	oob := make([]byte, max(o.Depth*cmsg.RDMAStatusSpace, cmsg.MaxReceiveSpace))
+	var cookie cmsg.Cookie
+	for {
+		_, oobn, _, _, err := c.ReadMsg(buf, oob)
+		if err != nil {
+			return fmt.Errorf("waiting for the cookie: %w", err)
+		}
+		ck, ok, _, err := rc.HandleControl(oob[:oobn])
+		if err != nil {
+			return err
+		}
+		if ok {
+			cookie = ck
+			break
+		}
+	}
+	region, err := rdmaops.NewRegion(o.Size * o.Depth)
+	if err != nil {
+		return err
+	}
+	b := region.Bytes()
+	for i := range b {
+		b[i] = 0x5a
+	}
+	// One Op per slot, built once and reused.
+	spans := make([]rdmaops.Span, o.Depth)
+	ops := make([]rdmaops.Op, o.Depth)
+	for i := range ops {
+		spans[i] = region.Span(i*o.Size, o.Size)
+		ops[i] = rdmaops.Op{Write: true, Remote: cookie, RemoteOffset: uint64(i * o.Size), Local: spans[i : i+1]}
+	}
+	ctx := context.Background()
+
+	var first, start, end, last time.Time
+	var issued, inWindow, allocs0 uint64
+	var rssStart int64 = -1
+	inflight := 0
+	for {
+		for inflight < o.Depth {
+			slot := issued % uint64(o.Depth)
+			for {
+				_, err := rc.Do(ctx, o.Peer, &ops[slot])
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, rdssock.ErrCongested) && !errors.Is(err, unix.EAGAIN) {
+					return fmt.Errorf("RDMA write: %w", err)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			issued++
+			inflight++
+		}
+		_, oobn, _, _, err := c.ReadMsg(buf, oob)
+		if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
+			return err
+		}
+		got, err := tr.Process(oob[:oobn])
+		if err != nil {
+			return err
+		}
+		inflight -= got
+		if got == 0 {
+			continue
+		}
+		t := time.Now()
+		if first.IsZero() {
+			first = t
+		}
+		if start.IsZero() {
+			if t.Sub(first) >= o.Warm {
+				start, end = t, t.Add(o.Dur)
+				rssStart = st.kib()
+				allocs0 = mallocs()
+			}
+			continue
+		}
+		inWindow += uint64(got)
+		last = t
+		if !t.Before(end) {
+			break
+		}
+	}
+	allocs := mallocs() - allocs0
+	stats := tr.Stats()
+	failed := stats.Begun - stats.Completed[barrier.Success] - uint64(tr.Outstanding())
+	secs := last.Sub(start).Seconds()
+	fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f failed=%d completed=%d rss_start_kib=%d rss_end_kib=%d allocs=%d\n",
+		inWindow, secs, float64(inWindow)/secs, failed, stats.Completed[barrier.Success], rssStart, st.kib(), allocs)
+	if failed > 0 {
+		return fmt.Errorf("%d RDMA operations failed (%+v)", failed, stats.Completed)
+	}
+	return nil
+}

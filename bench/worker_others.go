@@ -1,0 +1,18 @@
+//go:build !(linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le))
+
+package bench
+
+import (
+	"errors"
+	"io"
+	"runtime"
+)
+
+// Roles lists the worker roles, the same in Go and in the C baseline.
+var Roles = []string{"recv", "send", "echo", "ping", "rdma-target", "rdma-init"}
+
+// Worker fails: the Go workers need Linux on a 64-bit architecture that
+// package cmsg supports.
+func Worker(role string, args []string, out io.Writer) error {
+	return errors.New("bench: the workers need 64-bit Linux, not " + runtime.GOOS + "/" + runtime.GOARCH)
+}

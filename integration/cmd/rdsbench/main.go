@@ -1,0 +1,369 @@
+// Command rdsbench measures this library against a C program issuing the
+// same system calls, side by side in one VM, and writes BENCHMARKS.md.
+//
+// From the repository root:
+//
+//	go run ./integration/cmd/rdsbench
+//
+// On the host it compiles the C baseline (bench/cbaseline/rdsbench.c, with
+// gcc -O2 -static; as root it installs gcc and libc6-dev when missing),
+// builds itself and rdsvm as static binaries, and boots the rdsvm VM (see
+// TESTING.md) with both programs. Inside the VM it runs every workload of
+// package bench several times, the C and the Go implementation alternately,
+// prints the table, and hands the results back to the host, which writes
+// BENCHMARKS.md (never edit that file: run the command again).
+//
+// Flags:
+//
+//	-kernel 6.1     guest kernel: 6.1, 6.12 or a linux-image-* package
+//	-rounds 5       rounds per workload
+//	-warm 0.5s      warm-up before each measurement window
+//	-window 2s      measurement window
+//	-long 60s       the long receiver run for resident memory (0: skip)
+//	-run ""         only workloads whose name contains one of these comma-separated words
+//	-o PATH         where to write the report (default BENCHMARKS.md at the
+//	                repository root; with -run, only when -o is given)
+//
+// The same binary is the guest driver (rdsbench guest ...) and the Go
+// worker (rdsbench worker ROLE key=value...).
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/go-rds/rds/bench"
+)
+
+const (
+	jsonBegin = "=== rdsbench report json begin ==="
+	jsonEnd   = "=== rdsbench report json end ==="
+	cBinary   = "rdsbench-c"
+)
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "worker":
+			if len(os.Args) < 3 {
+				fatalf("usage: rdsbench worker ROLE key=value...")
+			}
+			if err := bench.Worker(os.Args[2], os.Args[3:], os.Stdout); err != nil {
+				fatalf("worker %s: %v", os.Args[2], err)
+			}
+			return
+		case "guest":
+			os.Exit(guest(os.Args[2:]))
+		}
+	}
+	os.Exit(host(os.Args[1:]))
+}
+
+func fatalf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "rdsbench: "+format+"\n", a...)
+	os.Exit(1)
+}
+
+// runFlags are the flags the host passes on to the guest.
+type runFlags struct {
+	rounds       int
+	warm, window time.Duration
+	long         time.Duration
+	run          string
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&f.rounds, "rounds", 5, "rounds per workload (C and Go alternating)")
+	fs.DurationVar(&f.warm, "warm", 500*time.Millisecond, "warm-up before each measurement window")
+	fs.DurationVar(&f.window, "window", 2*time.Second, "measurement window")
+	fs.DurationVar(&f.long, "long", 60*time.Second, "window of the long receiver run for resident memory (0: skip)")
+	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words")
+}
+
+func (f *runFlags) args() []string {
+	return []string{
+		"-rounds", fmt.Sprint(f.rounds), "-warm", f.warm.String(), "-window", f.window.String(),
+		"-long", f.long.String(), "-run", f.run,
+	}
+}
+
+// guest runs inside the VM: the driver.
+func guest(args []string) int {
+	fs := flag.NewFlagSet("rdsbench guest", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	cbin, err := filepath.Abs(filepath.Join("testdata", cBinary))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	ws := bench.Select(bench.DefaultWorkloads(), f.run)
+	if len(ws) == 0 {
+		fmt.Fprintf(os.Stderr, "rdsbench: no workload matches -run %q\n", f.run)
+		return 2
+	}
+	rep, err := bench.Run(&bench.Config{
+		CBinary: cbin, GoBinary: self, GoArgs: []string{"worker"},
+		Workloads: ws, Rounds: f.rounds, Warm: f.warm, Window: f.window, LongRun: f.long,
+		Log: os.Stdout,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	fmt.Println()
+	fmt.Print(rep.Text())
+	js, err := json.Marshal(rep)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	fmt.Println(jsonBegin)
+	fmt.Println(string(js))
+	fmt.Println(jsonEnd)
+	return 0
+}
+
+// host builds everything, runs the VM and writes the report.
+func host(args []string) int {
+	fs := flag.NewFlagSet("rdsbench", flag.ContinueOnError)
+	var f runFlags
+	f.register(fs)
+	kernel := fs.String("kernel", "6.1", "guest kernel: 6.1, 6.12 or a linux-image-* package name")
+	out := fs.String("o", "", "report file (default BENCHMARKS.md at the repository root; with -run only when given)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	root, err := repoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	if *out == "" && f.run == "" {
+		*out = filepath.Join(root, "BENCHMARKS.md")
+	}
+	work, err := os.MkdirTemp("", "rdsbench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	defer os.RemoveAll(work)
+	if err := os.Mkdir(filepath.Join(work, "testdata"), 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	ccVersion, err := buildC(root, filepath.Join(work, "testdata", cBinary))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", err)
+		return 1
+	}
+	self := filepath.Join(work, "rdsbench")
+	vm := filepath.Join(work, "rdsvm")
+	for _, b := range []struct{ out, pkg string }{{self, "./integration/cmd/rdsbench"}, {vm, "./integration/cmd/rdsvm"}} {
+		logf("building %s", b.pkg)
+		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "rdsbench: go build %s: %v\n", b.pkg, err)
+			return 1
+		}
+	}
+
+	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
+	estimate := time.Duration(nw*f.rounds*2)*(f.warm+f.window+2*time.Second) + f.long
+	cmd := exec.Command(vm, append([]string{self, "guest"}, f.args()...)...)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(), "RDSVM_KERNEL="+*kernel)
+	if os.Getenv("RDSVM_TIMEOUT") == "" {
+		cmd.Env = append(cmd.Env, "RDSVM_TIMEOUT="+(2*estimate+5*time.Minute).String())
+	}
+	var captured bytes.Buffer
+	cmd.Stdout = io.MultiWriter(os.Stdout, &captured)
+	cmd.Stderr = os.Stderr
+	logf("running the benchmark in the VM (kernel %s, %d workloads, about %v)", *kernel, nw, estimate.Round(time.Minute))
+	runErr := cmd.Run()
+	rep, perr := extractReport(captured.Bytes())
+	if runErr != nil {
+		fmt.Fprintf(os.Stderr, "rdsbench: the VM run failed: %v\n", runErr)
+		return 1
+	}
+	if perr != nil {
+		fmt.Fprintln(os.Stderr, "rdsbench:", perr)
+		return 1
+	}
+	if *out != "" {
+		meta := bench.Meta{
+			Command: reproduce(&f, *kernel),
+			Machine: machine(),
+			Host:    hostKernel(),
+			QEMU:    firstLine("qemu-system-x86_64", "--version"),
+			Go:      runtime.Version(),
+			CC:      ccVersion,
+		}
+		if err := os.WriteFile(*out, []byte(rep.Markdown(meta)), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+		logf("wrote %s", *out)
+	}
+	for _, row := range rep.Rows {
+		if row.Verdict() == "failed" {
+			return 1
+		}
+	}
+	if len(rep.Failures) > 0 {
+		return 1
+	}
+	return 0
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "rdsbench: "+format+"\n", a...)
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run rdsbench inside the repository (no go.mod found)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// buildC compiles the C baseline statically and returns the compiler's
+// version line.
+func buildC(root, dst string) (string, error) {
+	if _, err := exec.LookPath("gcc"); err != nil || !haveStaticLibc() {
+		if os.Geteuid() != 0 {
+			return "", errors.New("the C baseline needs gcc and a static libc: apt-get install gcc libc6-dev")
+		}
+		logf("installing gcc and libc6-dev")
+		for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "gcc", "libc6-dev"}} {
+			cmd := exec.Command("apt-get", args...)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+			if err := cmd.Run(); err != nil {
+				return "", fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
+			}
+		}
+	}
+	src := filepath.Join(root, "bench", "cbaseline", "rdsbench.c")
+	logf("compiling %s", src)
+	cmd := exec.Command("gcc", "-O2", "-static", "-Wall", "-o", dst, src)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("gcc: %w", err)
+	}
+	return firstLine("gcc", "--version"), nil
+}
+
+func haveStaticLibc() bool {
+	out, err := exec.Command("gcc", "-print-file-name=libc.a").Output()
+	if err != nil {
+		return false
+	}
+	p := strings.TrimSpace(string(out))
+	_, err = os.Stat(p)
+	return filepath.IsAbs(p) && err == nil
+}
+
+// extractReport finds the JSON report the guest printed between markers.
+func extractReport(out []byte) (*bench.Report, error) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	in := false
+	var js []byte
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		switch {
+		case line == jsonBegin:
+			in, js = true, nil
+		case line == jsonEnd:
+			var rep bench.Report
+			if err := json.Unmarshal(js, &rep); err != nil {
+				return nil, fmt.Errorf("the guest's report: %w", err)
+			}
+			return &rep, nil
+		case in:
+			js = append(js, line...)
+		}
+	}
+	return nil, errors.New("the guest printed no report")
+}
+
+func reproduce(f *runFlags, kernel string) string {
+	s := "go run ./integration/cmd/rdsbench"
+	if kernel != "6.1" {
+		s += " -kernel " + kernel
+	}
+	if f.rounds != 5 {
+		s += fmt.Sprintf(" -rounds %d", f.rounds)
+	}
+	if f.warm != 500*time.Millisecond {
+		s += " -warm " + f.warm.String()
+	}
+	if f.window != 2*time.Second {
+		s += " -window " + f.window.String()
+	}
+	if f.long != 60*time.Second {
+		s += " -long " + f.long.String()
+	}
+	if f.run != "" {
+		s += fmt.Sprintf(" -run %q", f.run)
+	}
+	return s
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d host CPUs, %s/%s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+}
+
+func hostKernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func firstLine(name string, args ...string) string {
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return name + " (version unknown)"
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line)
+}
