@@ -103,8 +103,11 @@ func (c *Conn) setTransport(t Transport) error {
 	return opError("setsockopt", nil, nil, wrapSyscall("setsockopt(SO_RDS_TRANSPORT)", err, detail))
 }
 
-// Transport returns the transport attached to the socket: TransportNone
-// before bind, TransportLoop for local addresses.
+// Transport returns the transport attached to the socket at bind:
+// TransportNone before bind, TransportLoop for 127/8 and ::1. A socket bound
+// to another address reports its transport (for example TCP) even though
+// the kernel carries its messages to peers on the same host over the
+// loopback connection path.
 func (c *Conn) Transport() (Transport, error) {
 	v, err := c.getInt("SO_RDS_TRANSPORT", solRDS, optTransport)
 	if err != nil {
