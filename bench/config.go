@@ -22,5 +22,6 @@ type Config struct {
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration
 
-	Log io.Writer // progress lines; nil: none
+	Log     io.Writer // progress lines; nil: none
+	Verbose bool      // log every worker's output lines too
 }

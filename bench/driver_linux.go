@@ -159,6 +159,15 @@ func (d *driver) runWorkload(rep *Report, w Workload) {
 
 const peerNetNS = "/run/netns/" + vmtest.PeerNamespaceName
 
+// loopbackPeer is the address of the peer on the loopback path. RDS keeps
+// one connection per address pair, and a connection transmits from one
+// context at a time: a send that finds the other direction transmitting
+// on the same connection is deferred to the send worker a jiffy later (4
+// ms on Debian's kernel). With both ends on 127.0.0.1 a request/response
+// round trip hit that almost every time; two addresses give each direction
+// its own connection, as two hosts would have.
+var loopbackPeer = netip.MustParseAddr("127.0.0.2")
+
 // endpoints returns the addresses of the measuring side (a) and its peer
 // (b), and the namespace of a.
 func endpoints(p Path, pa, pb uint16) (a, b netip.AddrPort, ns string) {
@@ -168,7 +177,7 @@ func endpoints(p Path, pa, pb uint16) (a, b netip.AddrPort, ns string) {
 	case PathIB:
 		return netip.AddrPortFrom(vmtest.IBAddr2, pa), netip.AddrPortFrom(vmtest.IBAddr1, pb), ""
 	}
-	return netip.AddrPortFrom(vmtest.Loopback4, pa), netip.AddrPortFrom(vmtest.Loopback4, pb), ""
+	return netip.AddrPortFrom(vmtest.Loopback4, pa), netip.AddrPortFrom(loopbackPeer, pb), ""
 }
 
 func (d *driver) timeout() time.Duration { return d.cfg.Warm + d.cfg.Window + 90*time.Second }
@@ -204,7 +213,7 @@ func (d *driver) runOnce(im impl, w Workload) (outcome, error) {
 // and waits for a RESULT from the first (or, with resultFromSecond, from the
 // second); the survivor is killed afterwards.
 func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Options, resultFromSecond bool) (outcome, error) {
-	p1, err := startProc(im.bin, im.args(role1, o1))
+	p1, err := d.start(im, role1, o1)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -212,7 +221,7 @@ func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Opti
 	if err := p1.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("%s: %w", role1, err)
 	}
-	p2, err := startProc(im.bin, im.args(role2, o2))
+	p2, err := d.start(im, role2, o2)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -236,7 +245,7 @@ func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Opti
 // rdma starts the initiator, then the target (which registers its region
 // and sends the cookie), and waits for the initiator's RESULT.
 func (d *driver) rdma(im impl, io_, to *Options) (outcome, error) {
-	pi, err := startProc(im.bin, im.args("rdma-init", io_))
+	pi, err := d.start(im, "rdma-init", io_)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -244,7 +253,7 @@ func (d *driver) rdma(im impl, io_, to *Options) (outcome, error) {
 	if err := pi.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("rdma-init: %w", err)
 	}
-	pt, err := startProc(im.bin, im.args("rdma-target", to))
+	pt, err := d.start(im, "rdma-target", to)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -279,7 +288,7 @@ func (d *driver) longRun(rep *Report) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p1, err := startProc(im.bin, im.args("recv", &ro))
+			p1, err := d.start(im, "recv", &ro)
 			if err != nil {
 				results[k].err = err
 				return
@@ -289,7 +298,7 @@ func (d *driver) longRun(rep *Report) {
 				results[k].err = err
 				return
 			}
-			p2, err := startProc(im.bin, im.args("send", &so))
+			p2, err := d.start(im, "send", &so)
 			if err != nil {
 				results[k].err = err
 				return
@@ -329,10 +338,20 @@ type proc struct {
 	last   Result
 	stderr bytes.Buffer
 	err    error
+	echo   func(string)
 }
 
-func startProc(bin string, args []string) (*proc, error) {
-	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{})}
+func (d *driver) start(im impl, role string, o *Options) (*proc, error) {
+	var echo func(string)
+	if d.cfg.Verbose {
+		echo = func(line string) { d.logf("    %s %s: %s", im.name, role, line) }
+	}
+	return startProc(im.bin, im.args(role, o), echo)
+}
+
+// startProc starts bin; echo, if not nil, sees every output line but READY.
+func startProc(bin string, args []string, echo func(string)) (*proc, error) {
+	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{}), echo: echo}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = &limitedWriter{w: &p.stderr, n: 4096}
 	stdout, err := p.cmd.StdoutPipe()
@@ -348,6 +367,9 @@ func startProc(bin string, args []string) (*proc, error) {
 		readyOnce := false
 		for sc.Scan() {
 			line := sc.Text()
+			if p.echo != nil && line != "READY" {
+				p.echo(line)
+			}
 			if line == "READY" && !readyOnce {
 				readyOnce = true
 				close(p.ready)

@@ -58,11 +58,13 @@ func (a Alloc) PerMsg() float64 {
 	return float64(a.Allocs) / float64(a.Msgs)
 }
 
-// Met reports whether the side allocated nothing per message in steady
-// state: fewer than one allocation per million messages (a GC cycle or a
-// runtime timer can allocate once in a while; nothing on the message path
-// may).
-func (a Alloc) Met() bool { return a.Msgs > 0 && a.Allocs*1_000_000 < a.Msgs }
+// Met reports whether the side made no allocation per message in steady
+// state: fewer than one allocation per thousand messages. The count is the
+// whole process's, so the runtime's own occasional allocations (a new OS
+// thread after a long system call, for example) show up as a handful per
+// window, while anything on the message path would give one or more per
+// message.
+func (a Alloc) Met() bool { return a.Msgs > 0 && a.Allocs*1000 < a.Msgs }
 
 // RSS is a receiver's resident memory over the long run.
 type RSS struct {
@@ -97,6 +99,13 @@ type Report struct {
 	Failures []string
 }
 
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	return Median(xs)
+}
+
 func fmtNum(x float64) string {
 	switch {
 	case math.IsNaN(x):
@@ -125,7 +134,7 @@ func (r *Report) Table() string {
 	fmt.Fprintln(tw, "workload\tunit\tC median\tGo median\tGo/C\tspread C\tspread Go\ttarget\tresult")
 	for _, row := range r.Rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.Metric,
-			fmtNum(Median(row.C)), fmtNum(Median(row.Go)), fmtRatio(row.Ratio()),
+			fmtNum(median(row.C)), fmtNum(median(row.Go)), fmtRatio(row.Ratio()),
 			fmtSpread(row.C), fmtSpread(row.Go), row.Goal, row.Verdict())
 	}
 	tw.Flush()
@@ -233,7 +242,7 @@ func (r *Report) Markdown(m Meta) string {
 	w("|---|---|--:|--:|--:|--:|--:|---|---|\n")
 	for _, row := range r.Rows {
 		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric,
-			fmtNum(Median(row.C)), fmtNum(Median(row.Go)), fmtRatio(row.Ratio()),
+			fmtNum(median(row.C)), fmtNum(median(row.Go)), fmtRatio(row.Ratio()),
 			fmtSpread(row.C), fmtSpread(row.Go), mdGoal(row.Goal), row.Verdict())
 	}
 	w("\n")
@@ -245,7 +254,7 @@ func (r *Report) Markdown(m Meta) string {
 
 	if len(r.Allocs) > 0 {
 		w("## Allocations\n\n")
-		w("Go heap objects allocated (runtime.MemStats.Mallocs) during the measurement windows, summed over the rounds. Target: zero per message in steady state (met below one per million messages).\n\n")
+		w("Go heap objects allocated (runtime.MemStats.Mallocs) during the measurement windows, summed over the rounds. Target: zero per message in steady state. The count covers the whole Go process, so the runtime's own rare allocations (such as a new OS thread after a long system call) appear as a handful per window; the target counts as met below one allocation per thousand messages, while an allocation on the message path would give at least one per message.\n\n")
 		w("| workload | Go side | hot path | allocs | messages | allocs/msg | result |\n|---|---|---|--:|--:|--:|---|\n")
 		for _, a := range r.Allocs {
 			w("| %s | %s | %s | %d | %d | %.6f | %s |\n", a.Workload, a.Side, a.What, a.Allocs, a.Msgs, a.PerMsg(), metWord(a.Met()))

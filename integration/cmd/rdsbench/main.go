@@ -21,6 +21,7 @@
 //	-window 2s      measurement window
 //	-long 60s       the long receiver run for resident memory (0: skip)
 //	-run ""         only workloads whose name contains one of these comma-separated words
+//	-v              show every worker's result lines
 //	-o PATH         where to write the report (default BENCHMARKS.md at the
 //	                repository root; with -run, only when -o is given)
 //
@@ -81,6 +82,7 @@ type runFlags struct {
 	warm, window time.Duration
 	long         time.Duration
 	run          string
+	verbose      bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -89,12 +91,13 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.window, "window", 2*time.Second, "measurement window")
 	fs.DurationVar(&f.long, "long", 60*time.Second, "window of the long receiver run for resident memory (0: skip)")
 	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words")
+	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
 }
 
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-warm", f.warm.String(), "-window", f.window.String(),
-		"-long", f.long.String(), "-run", f.run,
+		"-long", f.long.String(), "-run", f.run, fmt.Sprintf("-v=%v", f.verbose),
 	}
 }
 
@@ -124,7 +127,7 @@ func guest(args []string) int {
 	rep, err := bench.Run(&bench.Config{
 		CBinary: cbin, GoBinary: self, GoArgs: []string{"worker"},
 		Workloads: ws, Rounds: f.rounds, Warm: f.warm, Window: f.window, LongRun: f.long,
-		Log: os.Stdout,
+		Log: os.Stdout, Verbose: f.verbose,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
