@@ -21,6 +21,8 @@
 //	-window 2s      measurement window
 //	-long 60s       the long receiver run for resident memory (0: skip)
 //	-run ""         only workloads whose name contains one of these comma-separated words
+//	-diag LIST      workloads to run again with mixed C/Go pairings and a
+//	                raw-syscall Go variant (default: a few 64 B and 64 KiB ones)
 //	-v              show every worker's result lines
 //	-o PATH         where to write the report (default BENCHMARKS.md at the
 //	                repository root; with -run, only when -o is given)
@@ -82,6 +84,7 @@ type runFlags struct {
 	warm, window time.Duration
 	long         time.Duration
 	run          string
+	diag         string
 	verbose      bool
 }
 
@@ -91,13 +94,14 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.window, "window", 2*time.Second, "measurement window")
 	fs.DurationVar(&f.long, "long", 60*time.Second, "window of the long receiver run for resident memory (0: skip)")
 	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words")
+	fs.StringVar(&f.diag, "diag", defaultDiag, "workloads (name words, comma-separated) to diagnose with mixed C/Go pairings and the raw-syscall Go variant; \"\" for none")
 	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
 }
 
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-warm", f.warm.String(), "-window", f.window.String(),
-		"-long", f.long.String(), "-run", f.run, fmt.Sprintf("-v=%v", f.verbose),
+		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose),
 	}
 }
 
@@ -126,7 +130,7 @@ func guest(args []string) int {
 	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: cbin, GoBinary: self, GoArgs: []string{"worker"},
-		Workloads: ws, Rounds: f.rounds, Warm: f.warm, Window: f.window, LongRun: f.long,
+		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose,
 	})
 	if err != nil {
@@ -144,6 +148,23 @@ func guest(args []string) int {
 	fmt.Println(string(js))
 	fmt.Println(jsonEnd)
 	return 0
+}
+
+// defaultDiag names the workloads diagnosed by default.
+const defaultDiag = "tput loop 64B,tput tcp 64B,tput tcp 64KiB,rr loop 64B,rr tcp 64B"
+
+// diagnose returns the workloads named exactly by the comma-separated
+// list.
+func diagnose(list string) []bench.Workload {
+	var out []bench.Workload
+	for _, name := range strings.Split(list, ",") {
+		for _, w := range bench.DefaultWorkloads() {
+			if w.Name == strings.TrimSpace(name) {
+				out = append(out, w)
+			}
+		}
+	}
+	return out
 }
 
 // host builds everything, runs the VM and writes the report.
@@ -194,7 +215,8 @@ func host(args []string) int {
 	}
 
 	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
-	estimate := time.Duration(nw*f.rounds*2)*(f.warm+f.window+2*time.Second) + f.long
+	runs := nw*f.rounds*2 + len(diagnose(f.diag))*f.rounds*5
+	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long
 	cmd := exec.Command(vm, append([]string{self, "guest"}, f.args()...)...)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "RDSVM_KERNEL="+*kernel)
@@ -337,6 +359,9 @@ func reproduce(f *runFlags, kernel string) string {
 	}
 	if f.run != "" {
 		s += fmt.Sprintf(" -run %q", f.run)
+	}
+	if f.diag != defaultDiag {
+		s += fmt.Sprintf(" -diag %q", f.diag)
 	}
 	return s
 }
