@@ -163,9 +163,20 @@ func aptDepends(meta string) (string, error) {
 
 // download fetches pkg with apt-get, extracts it and runs depmod.
 func download(cache, pkg, root string) error {
-	for _, tool := range []string{"apt-get", "dpkg-deb", "depmod"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not found: install it (apt-get install kmod dpkg apt)", tool)
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return errors.New("apt-get not found: the harness fetches Debian kernel packages with apt")
+	}
+	for tool, pkg := range map[string]string{"dpkg-deb": "dpkg", "depmod": "kmod"} {
+		if _, err := exec.LookPath(tool); err == nil {
+			continue
+		}
+		if os.Geteuid() != 0 {
+			return fmt.Errorf("%s not found: install it as root: apt-get install %s", tool, pkg)
+		}
+		cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", pkg)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s not found and apt-get install %s failed: %v\n%s", tool, pkg, err, out)
 		}
 	}
 	tmp, err := os.MkdirTemp(cache, "fetch-")
