@@ -151,14 +151,23 @@ func aptDepends(meta string) (string, error) {
 		}
 		return "", fmt.Errorf("apt-cache depends %s: %w", meta, err)
 	}
+	if pkg := parseDepends(out); pkg != "" {
+		return pkg, nil
+	}
+	return "", fmt.Errorf("apt-cache depends %s: no linux-image dependency listed", meta)
+}
+
+// parseDepends returns the first linux-image-* package that apt-cache
+// depends output lists under Depends, or "".
+func parseDepends(out []byte) string {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
-			return f[1], nil
+			return f[1]
 		}
 	}
-	return "", fmt.Errorf("apt-cache depends %s: no linux-image dependency listed", meta)
+	return ""
 }
 
 // download fetches pkg with apt-get, extracts it and runs depmod.
