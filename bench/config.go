@@ -19,9 +19,18 @@ type Config struct {
 	Rounds    int           // rounds per workload, C and Go alternating (default 5)
 	Warm      time.Duration // warm-up before each window (default 0.5s)
 	Window    time.Duration // measurement window (default 2s)
+	// Diagnose lists workloads to run again with mixed pairings (C on one
+	// side, Go on the other) and with the raw=1 Go variant.
+	Diagnose   []Workload
+	DiagRounds int // rounds of each diagnosis (default 3)
+
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration
 
 	Log     io.Writer // progress lines; nil: none
 	Verbose bool      // log every worker's output lines too
+
+	// AllocSites makes the Go workers print the call sites of the heap
+	// allocations in their windows (with Verbose, they are logged).
+	AllocSites bool
 }

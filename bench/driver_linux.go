@@ -10,23 +10,37 @@ import (
 	"io"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/integration/vmtest"
 )
 
 // impl is one of the two implementations under comparison.
 type impl struct {
-	name string
-	bin  string
-	pre  []string
+	name  string
+	bin   string
+	pre   []string
+	extra []string // arguments after the options
 }
 
 func (i impl) args(role string, o *Options) []string {
-	return append(append(append([]string(nil), i.pre...), role), o.Args()...)
+	return append(append(append(append([]string(nil), i.pre...), role), o.Args()...), i.extra...)
 }
+
+// pairing says which implementation plays each side of a workload: main
+// measures (receiver, ping client, RDMA initiator), peer serves it
+// (sender, echo server, RDMA target).
+type pairing struct {
+	name       string
+	main, peer impl
+}
+
+func same(im impl) pairing { return pairing{name: im.name, main: im, peer: im} }
 
 // Run runs every workload Rounds times with the C baseline and the Go
 // workers alternately inside the rdsvm guest topology (see package
@@ -50,11 +64,20 @@ func Run(cfg *Config) (*Report, error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-	d := &driver{cfg: &c, port: 20000}
+	if c.DiagRounds <= 0 {
+		c.DiagRounds = 3
+	}
+	d := &driver{cfg: &c, port: 20000, pin: -1}
 	d.impls = [2]impl{{name: "C", bin: c.CBinary}, {name: "Go", bin: c.GoBinary, pre: c.GoArgs}}
+	if c.AllocSites {
+		d.impls[1].extra = []string{"allocsites=1"}
+	}
 	rep := &Report{Kernel: vmtest.KernelRelease(), Started: time.Now(), Rounds: c.Rounds, Warm: c.Warm, Window: c.Window}
 	for _, w := range c.Workloads {
 		d.runWorkload(rep, w)
+	}
+	for _, w := range c.Diagnose {
+		d.diagnose(rep, w)
 	}
 	if c.LongRun > 0 {
 		d.longRun(rep)
@@ -67,6 +90,7 @@ type driver struct {
 	cfg   *Config
 	impls [2]impl
 	port  uint16
+	pin   int // CPU the workers being started are bound to, or -1
 }
 
 func (d *driver) logf(format string, a ...any) {
@@ -113,7 +137,7 @@ func (d *driver) runWorkload(rep *Report, w Workload) {
 		var line []string
 		for _, k := range order {
 			im := d.impls[k]
-			out, err := d.runOnce(im, w)
+			out, err := d.runOnce(same(im), w)
 			if err != nil {
 				msg := fmt.Sprintf("%s round %d %s: %v", w.Name, r+1, im.name, err)
 				d.logf("  %s", msg)
@@ -157,6 +181,58 @@ func (d *driver) runWorkload(rep *Report, w Workload) {
 	}
 }
 
+// diagnose runs w with mixed pairings (each side C or Go) and with the
+// raw=1 Go variant, rotating the order every round, to tell which side
+// limits the Go result and what the runtime's system call bookkeeping
+// costs.
+func (d *driver) diagnose(rep *Report, w Workload) {
+	c, g := d.impls[0], d.impls[1]
+	raw := g
+	raw.name, raw.extra = "Go raw", append([]string{"raw=1"}, g.extra...)
+	mainName, peerName := "receiver", "sender"
+	switch w.Kind {
+	case Latency:
+		mainName, peerName = "client", "echo"
+	case RDMA:
+		mainName, peerName = "initiator", "target"
+	}
+	prs := []pairing{
+		same(c), same(g),
+		{name: fmt.Sprintf("Go %s, C %s", mainName, peerName), main: g, peer: c},
+		{name: fmt.Sprintf("C %s, Go %s", mainName, peerName), main: c, peer: g},
+	}
+	if w.Kind != RDMA && w.Batch <= 1 {
+		blocking := g
+		blocking.name, blocking.extra = "Go blocking", append([]string{"raw=2"}, g.extra...)
+		prs = append(prs, same(raw), same(blocking))
+	}
+	m := w.Metrics()[0]
+	vals := make([][]float64, len(prs))
+	for r := 0; r < d.cfg.DiagRounds; r++ {
+		var line []string
+		for i := range prs {
+			k := (i + r) % len(prs)
+			out, err := d.runOnce(prs[k], w)
+			if err != nil {
+				msg := fmt.Sprintf("diagnosis %s round %d %s: %v", w.Name, r+1, prs[k].name, err)
+				d.logf("  %s", msg)
+				rep.Failures = append(rep.Failures, msg)
+				continue
+			}
+			v := out.main[m.Key] * m.Scale
+			vals[k] = append(vals[k], v)
+			line = append(line, fmt.Sprintf("%s %s", prs[k].name, fmtNum(v)))
+		}
+		d.logf("diagnosis %-18s round %d/%d (%s): %s", w.Name, r+1, d.cfg.DiagRounds, m.Label, strings.Join(line, ", "))
+	}
+	dg := Diagnosis{Workload: w.Name, Metric: m.Label}
+	for i, pr := range prs {
+		dg.Pairings = append(dg.Pairings, pr.name)
+		dg.Values = append(dg.Values, vals[i])
+	}
+	rep.Diagnoses = append(rep.Diagnoses, dg)
+}
+
 const peerNetNS = "/run/netns/" + vmtest.PeerNamespaceName
 
 // loopbackPeer is the address of the peer on the loopback path. RDS keeps
@@ -182,7 +258,7 @@ func endpoints(p Path, pa, pb uint16) (a, b netip.AddrPort, ns string) {
 
 func (d *driver) timeout() time.Duration { return d.cfg.Warm + d.cfg.Window + 90*time.Second }
 
-func (d *driver) runOnce(im impl, w Workload) (outcome, error) {
+func (d *driver) runOnce(pr pairing, w Workload) (outcome, error) {
 	pa, pb := d.ports()
 	a, b, ns := endpoints(w.Path, pa, pb)
 	base := Options{Size: w.Size, Batch: max(w.Batch, 1), Depth: max(w.Depth, 1), Warm: d.cfg.Warm, Dur: d.cfg.Window}
@@ -191,12 +267,18 @@ func (d *driver) runOnce(im impl, w Workload) (outcome, error) {
 		ro, so := base, base
 		ro.Bind, ro.NetNS = a, ns
 		so.Bind, so.Peer = b, a
-		return d.pair(im, "recv", &ro, "send", &so, false)
+		return d.pair(pr.main, "recv", &ro, pr.peer, "send", &so, false)
 	case Latency:
+		// Both ends on one CPU: a wake-up across vCPUs of an emulated
+		// VM waits for the host to run the other vCPU's thread, which
+		// on a busy host made whole rounds take milliseconds per round
+		// trip for either implementation.
+		d.pin = 0
+		defer func() { d.pin = -1 }()
 		eo, po := base, base
 		eo.Bind, eo.NetNS = a, ns
 		po.Bind, po.Peer = b, a
-		out, err := d.pair(im, "echo", &eo, "ping", &po, true)
+		out, err := d.pair(pr.peer, "echo", &eo, pr.main, "ping", &po, true)
 		// The measuring side is the ping client.
 		out.main, out.peer = out.peer, nil
 		return out, err
@@ -204,7 +286,7 @@ func (d *driver) runOnce(im impl, w Workload) (outcome, error) {
 		io_, to := base, base
 		io_.Bind, io_.Peer = a, b
 		to.Bind, to.Peer = b, a
-		return d.rdma(im, &io_, &to)
+		return d.rdma(pr, &io_, &to)
 	}
 	return outcome{}, fmt.Errorf("unknown workload kind %d", w.Kind)
 }
@@ -212,8 +294,8 @@ func (d *driver) runOnce(im impl, w Workload) (outcome, error) {
 // pair starts the first role, waits until it is READY, starts the second,
 // and waits for a RESULT from the first (or, with resultFromSecond, from the
 // second); the survivor is killed afterwards.
-func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Options, resultFromSecond bool) (outcome, error) {
-	p1, err := d.start(im, role1, o1)
+func (d *driver) pair(im1 impl, role1 string, o1 *Options, im2 impl, role2 string, o2 *Options, resultFromSecond bool) (outcome, error) {
+	p1, err := d.start(im1, role1, o1)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -221,7 +303,7 @@ func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Opti
 	if err := p1.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("%s: %w", role1, err)
 	}
-	p2, err := d.start(im, role2, o2)
+	p2, err := d.start(im2, role2, o2)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -244,8 +326,8 @@ func (d *driver) pair(im impl, role1 string, o1 *Options, role2 string, o2 *Opti
 
 // rdma starts the initiator, then the target (which registers its region
 // and sends the cookie), and waits for the initiator's RESULT.
-func (d *driver) rdma(im impl, io_, to *Options) (outcome, error) {
-	pi, err := d.start(im, "rdma-init", io_)
+func (d *driver) rdma(pr pairing, io_, to *Options) (outcome, error) {
+	pi, err := d.start(pr.main, "rdma-init", io_)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -253,7 +335,7 @@ func (d *driver) rdma(im impl, io_, to *Options) (outcome, error) {
 	if err := pi.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("rdma-init: %w", err)
 	}
-	pt, err := d.start(im, "rdma-target", to)
+	pt, err := d.start(pr.peer, "rdma-target", to)
 	if err != nil {
 		return outcome{}, err
 	}
@@ -346,11 +428,13 @@ func (d *driver) start(im impl, role string, o *Options) (*proc, error) {
 	if d.cfg.Verbose {
 		echo = func(line string) { d.logf("    %s %s: %s", im.name, role, line) }
 	}
-	return startProc(im.bin, im.args(role, o), echo)
+	return startProc(im.bin, im.args(role, o), echo, d.pin)
 }
 
 // startProc starts bin; echo, if not nil, sees every output line but READY.
-func startProc(bin string, args []string, echo func(string)) (*proc, error) {
+// With cpu >= 0 the process is started bound to that CPU: the affinity of
+// the forking thread is inherited by the child and all its threads.
+func startProc(bin string, args []string, echo func(string), cpu int) (*proc, error) {
 	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{}), echo: echo}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = &limitedWriter{w: &p.stderr, n: 4096}
@@ -358,7 +442,7 @@ func startProc(bin string, args []string, echo func(string)) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := startPinned(p.cmd, cpu); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -439,6 +523,27 @@ func (p *proc) kill() {
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done
+}
+
+func startPinned(cmd *exec.Cmd, cpu int) error {
+	if cpu < 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var old, one unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		return err
+	}
+	one.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		return fmt.Errorf("bind to CPU %d: %w", cpu, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
 }
 
 type limitedWriter struct {

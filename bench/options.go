@@ -20,6 +20,12 @@ type Options struct {
 	Dur   time.Duration  // dur=: seconds the window lasts (default 2)
 	NetNS string         // netns=: path of a network namespace to create the socket in
 	TS    bool           // ts=1: SO_TIMESTAMP on, so every message carries a control message
+	Raw   int            // raw=1 (Go only, diagnostic): sendmsg/recvmsg with RawSyscall in the poller; raw=2: blocking socket, plain Syscall
+
+	// AllocSites (allocsites=1, Go only, diagnostic) records every heap
+	// allocation and prints the call sites of those made in the
+	// measurement window as "ALLOCSITE" lines.
+	AllocSites bool
 }
 
 // ParseOptions parses key=value arguments into Options with defaults.
@@ -50,6 +56,10 @@ func ParseOptions(args []string) (*Options, error) {
 			o.NetNS = v
 		case "ts":
 			o.TS = v == "1"
+		case "raw":
+			o.Raw, err = strconv.Atoi(v)
+		case "allocsites":
+			o.AllocSites = v == "1"
 		default:
 			return nil, fmt.Errorf("unknown argument %q", k)
 		}
@@ -100,6 +110,12 @@ func (o *Options) Args() []string {
 	}
 	if o.TS {
 		a = append(a, "ts=1")
+	}
+	if o.Raw != 0 {
+		a = append(a, "raw="+strconv.Itoa(o.Raw))
+	}
+	if o.AllocSites {
+		a = append(a, "allocsites=1")
 	}
 	return a
 }

@@ -85,18 +85,27 @@ func (r RSS) Flat() bool {
 	return r.StartKiB > 0 && r.EndKiB > 0 && float64(r.EndKiB-r.StartKiB) <= 0.05*float64(r.StartKiB)
 }
 
+// Diagnosis is one workload run with several pairings of C and Go sides.
+type Diagnosis struct {
+	Workload string
+	Metric   string
+	Pairings []string    // the first is C on both sides
+	Values   [][]float64 // per pairing, one value per round
+}
+
 // Report is the result of a benchmark run.
 type Report struct {
-	Kernel   string
-	Started  time.Time
-	Elapsed  time.Duration
-	Rounds   int
-	Warm     time.Duration
-	Window   time.Duration
-	Rows     []Row
-	Allocs   []Alloc
-	RSS      []RSS
-	Failures []string
+	Kernel    string
+	Started   time.Time
+	Elapsed   time.Duration
+	Rounds    int
+	Warm      time.Duration
+	Window    time.Duration
+	Rows      []Row
+	Allocs    []Alloc
+	RSS       []RSS
+	Diagnoses []Diagnosis
+	Failures  []string
 }
 
 func median(xs []float64) float64 {
@@ -196,6 +205,10 @@ func (r *Report) Text() string {
 		sb.WriteString("\nReceiver resident memory over the long run:\n")
 		sb.WriteString(r.RSSTable())
 	}
+	if len(r.Diagnoses) > 0 {
+		sb.WriteString("\nDiagnosis (median, and ratio to C on both sides):\n")
+		sb.WriteString(r.DiagTable())
+	}
 	if len(r.Failures) > 0 {
 		sb.WriteString("\nFailures:\n")
 		for _, f := range r.Failures {
@@ -203,6 +216,27 @@ func (r *Report) Text() string {
 		}
 	}
 	return sb.String()
+}
+
+// DiagTable returns the diagnoses as aligned plain text.
+func (r *Report) DiagTable() string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tunit\tpairing\tmedian\tratio to C\tspread")
+	for _, dg := range r.Diagnoses {
+		for i, name := range dg.Pairings {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", dg.Workload, dg.Metric, name, fmtNum(median(dg.Values[i])), fmtRatio(dg.ratio(i)), fmtSpread(dg.Values[i]))
+		}
+	}
+	tw.Flush()
+	return sb.String()
+}
+
+func (dg Diagnosis) ratio(i int) float64 {
+	if len(dg.Values) == 0 {
+		return math.NaN()
+	}
+	return safeDiv(median(dg.Values[i]), median(dg.Values[0]))
 }
 
 // Meta describes where and how a report was made, for Markdown.
@@ -279,6 +313,18 @@ func (r *Report) Markdown(m Meta) string {
 		w("Median message rates of the batch rows divided by the C rate without batching, same run.\n\n")
 		w("| workload | C batch / C plain | Go batch / C plain | Go batch / Go plain |\n|---|--:|--:|--:|\n")
 		w("%s\n", g)
+	}
+	if len(r.Diagnoses) > 0 {
+		w("## Diagnosis: which side limits Go\n\n")
+		w("The same workloads with each side chosen separately, rounds rotating through the pairings, same run. ")
+		w("`Go raw` is a diagnostic Go worker (bench/raw_linux.go) that waits in the same runtime poller but issues sendmsg/recvmsg with unix.RawSyscall, which skips the runtime's system-call bookkeeping (entersyscall/exitsyscall); it shows what that bookkeeping costs here. `Go blocking` switches the socket to blocking mode and calls sendmsg/recvmsg with plain unix.Syscall outside the poller, as the C program does: it shows what waiting in the poller costs.\n\n")
+		w("| workload | unit | pairing | median | ratio to C | spread |\n|---|---|---|--:|--:|--:|\n")
+		for _, dg := range r.Diagnoses {
+			for i, name := range dg.Pairings {
+				w("| %s | %s | %s | %s | %s | %s |\n", dg.Workload, dg.Metric, name, fmtNum(median(dg.Values[i])), fmtRatio(dg.ratio(i)), fmtSpread(dg.Values[i]))
+			}
+		}
+		w("\n")
 	}
 	if len(r.Failures) > 0 {
 		w("## Failures\n\n")

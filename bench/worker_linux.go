@@ -3,12 +3,15 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -34,6 +37,10 @@ func Worker(role string, args []string, out io.Writer) error {
 	o, err := ParseOptions(args)
 	if err != nil {
 		return err
+	}
+	if o.AllocSites {
+		runtime.MemProfileRate = 1
+		siteOut = out
 	}
 	switch role {
 	case "recv":
@@ -67,20 +74,23 @@ func listen(o *Options, cfg rdssock.Config) (*rdssock.Conn, error) {
 
 func ready(out io.Writer) { fmt.Fprintln(out, "READY") }
 
-// statm reads the resident set size from /proc/self/statm through a
-// descriptor opened once, without allocating.
+// statm reads the resident set size from /proc/self/smaps_rollup through
+// a descriptor opened once, without allocating. (/proc/self/statm lags on
+// kernels that batch RSS counter updates per thread.)
 type statm struct {
 	fd  int
-	buf [128]byte
+	buf [4096]byte
 }
 
 func openStatm() *statm {
-	fd, err := unix.Open("/proc/self/statm", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open("/proc/self/smaps_rollup", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return &statm{fd: -1}
 	}
 	return &statm{fd: fd}
 }
+
+var rssKey = []byte("\nRss:")
 
 // kib returns the resident set size in KiB, or -1.
 func (s *statm) kib() int64 {
@@ -91,23 +101,76 @@ func (s *statm) kib() int64 {
 	if err != nil || n <= 0 {
 		return -1
 	}
-	// The second field is the resident page count.
-	i := 0
-	for i < n && s.buf[i] != ' ' {
-		i++
+	b := s.buf[:n]
+	i := bytes.Index(b, rssKey)
+	if i < 0 {
+		return -1
 	}
-	var pages int64
-	for i++; i < n && s.buf[i] >= '0' && s.buf[i] <= '9'; i++ {
-		pages = pages*10 + int64(s.buf[i]-'0')
+	b = bytes.TrimLeft(b[i+len(rssKey):], " ")
+	var kib int64
+	for len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
+		kib = kib*10 + int64(b[0]-'0')
+		b = b[1:]
 	}
-	return pages * int64(unix.Getpagesize()) / 1024
+	return kib
 }
 
-// mallocs returns the number of heap objects allocated so far.
+// mallocs returns the number of heap objects allocated so far. With
+// allocation sites on, its first call in a window snapshots the memory
+// profile and its second prints the sites of the allocations in between.
 func mallocs() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	if siteOut != nil {
+		if siteBase == nil {
+			siteBase = memSites()
+		} else {
+			printSites(siteOut, siteBase, memSites())
+			siteBase = nil
+		}
+	}
 	return ms.Mallocs
+}
+
+var (
+	siteOut  io.Writer
+	siteBase map[[32]uintptr]int64
+)
+
+// memSites returns the allocation counts of the memory profile by stack.
+// The profile is published at the end of a GC cycle, so it runs one.
+func memSites() map[[32]uintptr]int64 {
+	runtime.GC()
+	runtime.GC()
+	n, _ := runtime.MemProfile(nil, true)
+	recs := make([]runtime.MemProfileRecord, n+64)
+	n, _ = runtime.MemProfile(recs, true)
+	m := make(map[[32]uintptr]int64, n)
+	for _, r := range recs[:n] {
+		m[r.Stack0] += r.AllocObjects
+	}
+	return m
+}
+
+func printSites(out io.Writer, before, after map[[32]uintptr]int64) {
+	for stk, n := range after {
+		d := n - before[stk]
+		if d <= 0 {
+			continue
+		}
+		var names []string
+		frames := runtime.CallersFrames(stk[:])
+		for {
+			f, more := frames.Next()
+			if f.Function != "" {
+				names = append(names, fmt.Sprintf("%s:%d", f.Function, f.Line))
+			}
+			if !more || len(names) == 8 {
+				break
+			}
+		}
+		fmt.Fprintf(out, "ALLOCSITE n=%d %s\n", d, strings.Join(names, " < "))
+	}
 }
 
 // countStamps walks the control messages of one message as an application
@@ -140,6 +203,12 @@ func goRecv(o *Options, out io.Writer) error {
 		oob []byte
 		ms  []rdssock.Message
 	)
+	var raw *rawIO
+	if o.Raw != 0 {
+		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
+			return err
+		}
+	}
 	if o.Batch == 1 {
 		buf, oob = make([]byte, o.Size), make([]byte, cmsg.MaxReceiveSpace)
 	} else {
@@ -159,7 +228,12 @@ func goRecv(o *Options, out io.Writer) error {
 	for {
 		got := 1
 		if o.Batch == 1 {
-			n, oobn, flags, _, err := c.ReadMsg(buf, oob)
+			var n, oobn, flags int
+			if raw != nil {
+				n, oobn, flags, _, err = raw.read(buf, oob)
+			} else {
+				n, oobn, flags, _, err = c.ReadMsg(buf, oob)
+			}
 			if err != nil {
 				return err
 			}
@@ -237,6 +311,13 @@ func goSend(o *Options, out io.Writer) error {
 	defer c.Close()
 	buf := make([]byte, o.Size)
 	oob := make([]byte, 4*cmsg.CongUpdateSpace)
+	var raw *rawIO
+	if o.Raw != 0 {
+		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
+			return err
+		}
+		raw.setDest(o.Peer)
+	}
 	var ms []rdssock.Message
 	if o.Batch > 1 {
 		ms = make([]rdssock.Message, o.Batch)
@@ -252,12 +333,23 @@ func goSend(o *Options, out io.Writer) error {
 	next := 0
 	for {
 		var err error
-		if ms == nil {
+		switch {
+		case raw != nil:
+			if err = raw.write(buf); err == nil {
+				sent++
+			} else if err == unix.ENOBUFS {
+				congWaits++
+				if _, _, _, _, err := raw.read(nil, oob); err != nil {
+					return err
+				}
+				continue
+			}
+		case ms == nil:
 			_, err = c.WriteMsg(buf, nil, o.Peer)
 			if err == nil {
 				sent++
 			}
-		} else {
+		default:
 			var n int
 			n, err = c.WriteBatch(nil, ms[next:], 0)
 			sent += uint64(n)
@@ -306,6 +398,9 @@ func goEcho(o *Options, out io.Writer) error {
 	buf := make([]byte, max(o.Size, 1<<16))
 	oob := make([]byte, cmsg.MaxReceiveSpace)
 	ready(out)
+	if o.Raw != 0 {
+		return rawEcho(c, buf, oob, o.Raw == 2)
+	}
 	for {
 		n, _, _, from, err := c.ReadMsg(buf, oob)
 		if err != nil {
@@ -336,12 +431,29 @@ func goPing(o *Options, out io.Writer) error {
 	rtt := make([]int64, 0, 1<<20)
 	msg, in := make([]byte, o.Size), make([]byte, o.Size)
 	oob := make([]byte, cmsg.MaxReceiveSpace)
+	var raw *rawIO
+	if o.Raw != 0 {
+		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
+			return err
+		}
+		raw.setDest(o.Peer)
+	}
 	first := time.Now()
 	var start, end time.Time
 	var allocs0 uint64
 	for {
 		t0 := time.Now()
-		for {
+		for raw != nil {
+			err := raw.write(msg)
+			if err == nil {
+				break
+			}
+			if err != unix.ENOBUFS {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for raw == nil {
 			_, err := c.WriteMsg(msg, nil, o.Peer)
 			if err == nil {
 				break
@@ -352,11 +464,19 @@ func goPing(o *Options, out io.Writer) error {
 			time.Sleep(time.Millisecond)
 		}
 		for {
-			_, _, _, from, err := c.ReadMsg(in, oob)
+			var named bool
+			var err error
+			if raw != nil {
+				_, _, _, named, err = raw.read(in, oob)
+			} else {
+				var from netip.AddrPort
+				_, _, _, from, err = c.ReadMsg(in, oob)
+				named = from.IsValid()
+			}
 			if err != nil {
 				return err
 			}
-			if from.IsValid() {
+			if named {
 				break // the reply; control-only notices are skipped
 			}
 		}
@@ -381,6 +501,34 @@ func goPing(o *Options, out io.Writer) error {
 	fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f p50_ns=%d p99_ns=%d allocs=%d\n",
 		len(rtt), secs, float64(len(rtt))/secs, Percentile(rtt, 0.50), Percentile(rtt, 0.99), allocs)
 	return nil
+}
+
+// rawEcho is goEcho with the raw=1 message path.
+func rawEcho(c *rdssock.Conn, buf, oob []byte, blocking bool) error {
+	raw, err := newRawIO(c, blocking)
+	if err != nil {
+		return err
+	}
+	for {
+		n, _, _, named, err := raw.read(buf, oob)
+		if err != nil {
+			return err
+		}
+		if !named {
+			continue
+		}
+		raw.replyToLast()
+		for {
+			err := raw.write(buf[:n])
+			if err == nil {
+				break
+			}
+			if err != unix.ENOBUFS {
+				return err
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
 // goRDMATarget registers Size*Depth bytes for remote writes with one

@@ -174,19 +174,21 @@ static void ready(void)
 	fflush(stdout);
 }
 
-/* rss_kib returns the resident set size from /proc/self/statm, read with
- * pread on a descriptor opened once. */
-static long rss_kib(int statm)
+/* rss_kib returns the resident set size in KiB from /proc/self/smaps_rollup
+ * (read with pread on a descriptor opened once), which walks the page
+ * tables: /proc/self/statm lags behind on kernels that batch RSS counter
+ * updates per thread, and reads near zero for a small static program. */
+static long rss_kib(int fd)
 {
-	char buf[128];
-	ssize_t n = pread(statm, buf, sizeof(buf) - 1, 0);
+	static char buf[4096];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	long size, resident;
-	if (sscanf(buf, "%ld %ld", &size, &resident) != 2)
+	char *p = strstr(buf, "\nRss:");
+	if (!p)
 		return -1;
-	return resident * (sysconf(_SC_PAGESIZE) / 1024);
+	return strtol(p + 5, NULL, 10);
 }
 
 static void *xmalloc(size_t n)
@@ -202,7 +204,7 @@ static void *xmalloc(size_t n)
 static int role_recv(const struct opts *o)
 {
 	int fd = rds_socket(o);
-	int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	int smaps = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
 	int b = o->batch;
 	struct mmsghdr *hdrs = xmalloc(sizeof(*hdrs) * b);
 	struct iovec *iovs = xmalloc(sizeof(*iovs) * b);
@@ -265,7 +267,7 @@ static int role_recv(const struct opts *o)
 				continue;
 			start = t;
 			end = start + o->dur;
-			rss_start = rss_max = rss_kib(statm);
+			rss_start = rss_max = rss_kib(smaps);
 			next_rss = start + 1;
 			continue; /* the window opens after this receive */
 		}
@@ -288,7 +290,7 @@ static int role_recv(const struct opts *o)
 		msgs += (uint64_t)got;
 		last = t;
 		if (t >= next_rss) {
-			long r = rss_kib(statm);
+			long r = rss_kib(smaps);
 			if (r > rss_max)
 				rss_max = r;
 			next_rss = t + 1;
@@ -296,7 +298,7 @@ static int role_recv(const struct opts *o)
 		if (t >= end)
 			break;
 	}
-	rss_end = rss_kib(statm);
+	rss_end = rss_kib(smaps);
 	if (rss_end > rss_max)
 		rss_max = rss_end;
 	double secs = last - start;
@@ -536,7 +538,7 @@ static int role_rdma_init(const struct opts *o)
 		usage("peer= is required");
 	int fd = rds_socket(o);
 	ready();
-	int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	int smaps = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
 	int depth = o->depth;
 	size_t ctllen = CMSG_SPACE(sizeof(struct rds_rdma_notify)) * (size_t)depth;
 	if (ctllen < RECV_CONTROL)
@@ -648,7 +650,7 @@ static int role_rdma_init(const struct opts *o)
 			if (t - first >= o->warm) {
 				start = t;
 				end = start + o->dur;
-				rss_start = rss_kib(statm);
+				rss_start = rss_kib(smaps);
 			}
 			continue;
 		}
@@ -657,7 +659,7 @@ static int role_rdma_init(const struct opts *o)
 		if (t >= end)
 			break;
 	}
-	rss_end = rss_kib(statm);
+	rss_end = rss_kib(smaps);
 	double secs = last - start;
 	printf("RESULT msgs=%llu secs=%.6f rate=%.1f failed=%llu completed=%llu rss_start_kib=%ld rss_end_kib=%ld\n",
 	       (unsigned long long)inwin, secs, secs > 0 ? (double)inwin / secs : 0,

@@ -21,8 +21,9 @@
 //	-window 2s      measurement window
 //	-long 60s       the long receiver run for resident memory (0: skip)
 //	-run ""         only workloads whose name contains one of these comma-separated words
-//	-diag LIST      workloads to run again with mixed C/Go pairings and a
-//	                raw-syscall Go variant (default: a few 64 B and 64 KiB ones)
+//	-diag LIST      workloads to run again (3 rounds) with mixed C/Go
+//	                pairings and a raw-syscall Go variant (default: tput loop
+//	                64B, tput tcp 4KiB, rr tcp 64B; "" for none)
 //	-v              show every worker's result lines
 //	-o PATH         where to write the report (default BENCHMARKS.md at the
 //	                repository root; with -run, only when -o is given)
@@ -86,6 +87,7 @@ type runFlags struct {
 	run          string
 	diag         string
 	verbose      bool
+	allocSites   bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -96,12 +98,13 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words")
 	fs.StringVar(&f.diag, "diag", defaultDiag, "workloads (name words, comma-separated) to diagnose with mixed C/Go pairings and the raw-syscall Go variant; \"\" for none")
 	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
+	fs.BoolVar(&f.allocSites, "allocsites", false, "with -v: show the call sites of the Go workers' allocations in each window (slows them down)")
 }
 
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-warm", f.warm.String(), "-window", f.window.String(),
-		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose),
+		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites),
 	}
 }
 
@@ -131,7 +134,7 @@ func guest(args []string) int {
 	rep, err := bench.Run(&bench.Config{
 		CBinary: cbin, GoBinary: self, GoArgs: []string{"worker"},
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, Warm: f.warm, Window: f.window, LongRun: f.long,
-		Log: os.Stdout, Verbose: f.verbose,
+		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
@@ -151,7 +154,7 @@ func guest(args []string) int {
 }
 
 // defaultDiag names the workloads diagnosed by default.
-const defaultDiag = "tput loop 64B,tput tcp 64B,tput tcp 64KiB,rr loop 64B,rr tcp 64B"
+const defaultDiag = "tput loop 64B,tput tcp 4KiB,rr tcp 64B"
 
 // diagnose returns the workloads named exactly by the comma-separated
 // list.
@@ -215,7 +218,7 @@ func host(args []string) int {
 	}
 
 	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
-	runs := nw*f.rounds*2 + len(diagnose(f.diag))*f.rounds*5
+	runs := nw*f.rounds*2 + len(diagnose(f.diag))*3*5
 	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long
 	cmd := exec.Command(vm, append([]string{self, "guest"}, f.args()...)...)
 	cmd.Dir = work
