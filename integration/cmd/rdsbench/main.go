@@ -230,7 +230,9 @@ func host(args []string) int {
 	cmd.Stdout = io.MultiWriter(os.Stdout, &captured)
 	cmd.Stderr = os.Stderr
 	logf("running the benchmark in the VM (kernel %s, %d workloads, about %v)", *kernel, nw, estimate.Round(time.Minute))
+	loadBefore := loadAvg()
 	runErr := cmd.Run()
+	load := loadBefore + " before, " + loadAvg() + " after"
 	rep, perr := extractReport(captured.Bytes())
 	if runErr != nil {
 		fmt.Fprintf(os.Stderr, "rdsbench: the VM run failed: %v\n", runErr)
@@ -248,6 +250,7 @@ func host(args []string) int {
 			QEMU:    firstLine("qemu-system-x86_64", "--version"),
 			Go:      runtime.Version(),
 			CC:      ccVersion,
+			Load:    load,
 		}
 		if err := os.WriteFile(*out, []byte(rep.Markdown(meta)), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
@@ -380,6 +383,18 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%s, %d host CPUs, %s/%s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func hostKernel() string {
