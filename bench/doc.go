@@ -1,0 +1,32 @@
+// Package bench compares this library with a C program issuing the same
+// system calls, side by side in one VM.
+//
+// # Programs
+//
+// The C baseline, bench/cbaseline/rdsbench.c, is a plain program with
+// blocking AF_RDS sockets: sendmsg/recvmsg loops, recvmmsg for the batch
+// receiver, RDMA WRITE with RDS_RDMA_NOTIFY_ME. The Go workers (Worker)
+// implement the same roles with packages rdssock, rdmaops, barrier and
+// cmsg, take the same key=value arguments (Options) and print the same
+// "READY" and "RESULT key=value..." lines (ParseResult). Roles:
+//
+//	recv         count messages in a window (recvmsg, or recvmmsg/ReadBatch with batch>1)
+//	send         flood a receiver until killed (Go: WriteMsg, or WriteBatch with batch>1)
+//	echo         send every message back, until killed
+//	ping         request/response round trips; p50 and p99
+//	rdma-target  register a region once with RDS_CMSG_RDMA_MAP, drain the socket
+//	rdma-init    RDMA WRITEs with notify, depth outstanding; completions per second
+//
+// # Driver
+//
+// Run starts the workers as separate processes inside the rdsvm guest
+// (see integration/vmtest for the topology), each workload Rounds times
+// with the C and the Go implementation alternately, optionally diagnoses a
+// few workloads with mixed pairings, and runs a C and a Go receiver side by
+// side for a minute to watch their resident memory. The Report renders
+// as plain text (Report.Text) and as BENCHMARKS.md (Report.Markdown).
+//
+// The command integration/cmd/rdsbench builds everything and runs it:
+//
+//	go run ./integration/cmd/rdsbench
+package bench
