@@ -80,6 +80,7 @@ func Run(cfg *Config) (*Report, error) {
 		d.diagnose(rep, w)
 	}
 	if c.LongRun > 0 {
+		rep.LongWarm = longWarm
 		d.longRun(rep)
 	}
 	rep.Elapsed = time.Since(rep.Started)
@@ -350,6 +351,11 @@ func (d *driver) rdma(pr pairing, io_, to *Options) (outcome, error) {
 	return outcome{main: res}, nil
 }
 
+// longWarm is the traffic before the long run's window: long enough for
+// the receivers to have run every code path (each first run faults in
+// pages of the binary, which count in RSS).
+const longWarm = 5 * time.Second
+
 // longRun runs a C and a Go receiver at once for LongRun, each fed by a
 // sender of its own kind over RDS/TCP with timestamps on, and records
 // their resident memory.
@@ -365,8 +371,8 @@ func (d *driver) longRun(rep *Report) {
 	for k, im := range d.impls {
 		pa, pb := d.ports()
 		a, b, ns := endpoints(PathTCP, pa, pb)
-		ro := Options{Bind: a, NetNS: ns, Size: 64, Batch: 1, Depth: 1, Warm: time.Second, Dur: d.cfg.LongRun, TS: true}
-		so := Options{Bind: b, Peer: a, Size: 64, Batch: 1, Depth: 1, Warm: time.Second, Dur: d.cfg.LongRun}
+		ro := Options{Bind: a, NetNS: ns, Size: 64, Batch: 1, Depth: 1, Warm: longWarm, Dur: d.cfg.LongRun, TS: true}
+		so := Options{Bind: b, Peer: a, Size: 64, Batch: 1, Depth: 1, Warm: longWarm, Dur: d.cfg.LongRun}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -399,10 +405,11 @@ func (d *driver) longRun(rep *Report) {
 		}
 		r := results[k].r
 		x := RSS{Impl: im.name, Workload: name, Seconds: r["secs"], Msgs: uint64(r["msgs"]), Allocs: uint64(r["allocs"]),
-			StartKiB: int64(r["rss_start_kib"]), EndKiB: int64(r["rss_end_kib"]), MaxKiB: int64(r["rss_max_kib"]), ControlMsg: uint64(r["cmsgs"])}
+			StartKiB: int64(r["rss_start_kib"]), EndKiB: int64(r["rss_end_kib"]), MaxKiB: int64(r["rss_max_kib"]), ControlMsg: uint64(r["cmsgs"]),
+			AnonStart: int64(r["anon_start_kib"]), AnonEnd: int64(r["anon_end_kib"])}
 		rep.RSS = append(rep.RSS, x)
-		d.logf("long run %s: %d messages in %.0fs, RSS %d -> %d KiB (max %d), %d control messages parsed",
-			im.name, x.Msgs, x.Seconds, x.StartKiB, x.EndKiB, x.MaxKiB, x.ControlMsg)
+		d.logf("long run %s: %d messages in %.0fs, RSS %d -> %d KiB (max %d), anonymous %d -> %d KiB, %d control messages parsed",
+			im.name, x.Msgs, x.Seconds, x.StartKiB, x.EndKiB, x.MaxKiB, x.AnonStart, x.AnonEnd, x.ControlMsg)
 		if k == 1 {
 			rep.Allocs = append(rep.Allocs, Alloc{Workload: name + " (long run)", Side: "receiver", What: "ReadMsg+cmsg.Parser", Allocs: x.Allocs, Msgs: x.Msgs})
 		}

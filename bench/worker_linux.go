@@ -90,10 +90,18 @@ func openStatm() *statm {
 	return &statm{fd: fd}
 }
 
-var rssKey = []byte("\nRss:")
+var (
+	rssKey  = []byte("\nRss:")
+	anonKey = []byte("\nAnonymous:")
+)
 
 // kib returns the resident set size in KiB, or -1.
-func (s *statm) kib() int64 {
+func (s *statm) kib() int64 { return s.field(rssKey) }
+
+// anon returns the anonymous memory (heap, stacks) in KiB, or -1.
+func (s *statm) anon() int64 { return s.field(anonKey) }
+
+func (s *statm) field(key []byte) int64 {
 	if s.fd < 0 {
 		return -1
 	}
@@ -102,11 +110,11 @@ func (s *statm) kib() int64 {
 		return -1
 	}
 	b := s.buf[:n]
-	i := bytes.Index(b, rssKey)
+	i := bytes.Index(b, key)
 	if i < 0 {
 		return -1
 	}
-	b = bytes.TrimLeft(b[i+len(rssKey):], " ")
+	b = bytes.TrimLeft(b[i+len(key):], " ")
 	var kib int64
 	for len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
 		kib = kib*10 + int64(b[0]-'0')
@@ -223,8 +231,8 @@ func goRecv(o *Options, out io.Writer) error {
 	ready(out)
 
 	var first, start, end, last, nextRSS time.Time
-	var msgs, bytes, stamps, allocs0 uint64
-	var rssStart, rssMax int64 = -1, -1
+	var msgs, nbytes, stamps, allocs0 uint64
+	var rssStart, rssMax, anonStart int64 = -1, -1, -1
 	for {
 		got := 1
 		if o.Batch == 1 {
@@ -241,7 +249,7 @@ func goRecv(o *Options, out io.Writer) error {
 				return fmt.Errorf("message truncated")
 			}
 			if !start.IsZero() {
-				bytes += uint64(n)
+				nbytes += uint64(n)
 				if o.TS {
 					stamps += uint64(countStamps(oob[:oobn]))
 				}
@@ -257,7 +265,7 @@ func goRecv(o *Options, out io.Writer) error {
 					if m.Flags&unix.MSG_TRUNC != 0 {
 						return fmt.Errorf("message truncated")
 					}
-					bytes += uint64(m.N)
+					nbytes += uint64(m.N)
 					if o.TS {
 						stamps += uint64(countStamps(m.OOB[:m.NN]))
 					}
@@ -275,6 +283,7 @@ func goRecv(o *Options, out io.Writer) error {
 			}
 			start, end = t, t.Add(o.Dur)
 			rssStart = st.kib()
+			anonStart = st.anon()
 			rssMax = rssStart
 			nextRSS = t.Add(time.Second)
 			allocs0 = mallocs()
@@ -291,10 +300,10 @@ func goRecv(o *Options, out io.Writer) error {
 		}
 	}
 	allocs := mallocs() - allocs0
-	rssEnd := st.kib()
+	rssEnd, anonEnd := st.kib(), st.anon()
 	secs := last.Sub(start).Seconds()
-	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d allocs=%d\n",
-		msgs, bytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), allocs)
+	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d anon_start_kib=%d anon_end_kib=%d allocs=%d\n",
+		msgs, nbytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), anonStart, anonEnd, allocs)
 	return nil
 }
 

@@ -178,17 +178,28 @@ static void ready(void)
  * (read with pread on a descriptor opened once), which walks the page
  * tables: /proc/self/statm lags behind on kernels that batch RSS counter
  * updates per thread, and reads near zero for a small static program. */
-static long rss_kib(int fd)
+static long smaps_kib(int fd, const char *key)
 {
 	static char buf[4096];
 	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return -1;
 	buf[n] = 0;
-	char *p = strstr(buf, "\nRss:");
+	char *p = strstr(buf, key);
 	if (!p)
 		return -1;
-	return strtol(p + 5, NULL, 10);
+	return strtol(p + strlen(key), NULL, 10);
+}
+
+static long rss_kib(int fd)
+{
+	return smaps_kib(fd, "\nRss:");
+}
+
+/* anon_kib returns the anonymous memory (heap, stacks) in KiB. */
+static long anon_kib(int fd)
+{
+	return smaps_kib(fd, "\nAnonymous:");
 }
 
 static void *xmalloc(size_t n)
@@ -215,7 +226,7 @@ static int role_recv(const struct opts *o)
 
 	double first = 0, start = 0, end = 0, last = 0, next_rss = 0;
 	uint64_t msgs = 0, bytes = 0, stamps = 0;
-	long rss_start = -1, rss_end = -1, rss_max = -1;
+	long rss_start = -1, rss_end = -1, rss_max = -1, anon_start = -1, anon_end;
 	for (;;) {
 		int got;
 		if (b == 1) {
@@ -268,6 +279,7 @@ static int role_recv(const struct opts *o)
 			start = t;
 			end = start + o->dur;
 			rss_start = rss_max = rss_kib(smaps);
+			anon_start = anon_kib(smaps);
 			next_rss = start + 1;
 			continue; /* the window opens after this receive */
 		}
@@ -299,13 +311,14 @@ static int role_recv(const struct opts *o)
 			break;
 	}
 	rss_end = rss_kib(smaps);
+	anon_end = anon_kib(smaps);
 	if (rss_end > rss_max)
 		rss_max = rss_end;
 	double secs = last - start;
-	printf("RESULT msgs=%llu bytes=%llu secs=%.6f rate=%.1f cmsgs=%llu rss_start_kib=%ld rss_end_kib=%ld rss_max_kib=%ld\n",
+	printf("RESULT msgs=%llu bytes=%llu secs=%.6f rate=%.1f cmsgs=%llu rss_start_kib=%ld rss_end_kib=%ld rss_max_kib=%ld anon_start_kib=%ld anon_end_kib=%ld\n",
 	       (unsigned long long)msgs, (unsigned long long)bytes, secs,
 	       secs > 0 ? (double)msgs / secs : 0, (unsigned long long)stamps,
-	       rss_start, rss_end, rss_max);
+	       rss_start, rss_end, rss_max, anon_start, anon_end);
 	fflush(stdout);
 	return 0;
 }

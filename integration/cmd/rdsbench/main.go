@@ -23,7 +23,7 @@
 //	-run ""         only workloads whose name contains one of these comma-separated words
 //	-diag LIST      workloads to run again (3 rounds) with mixed C/Go
 //	                pairings and a raw-syscall Go variant (default: tput loop
-//	                64B, tput tcp 4KiB, rr tcp 64B; "" for none)
+//	                64B, tput tcp 64KiB, rr tcp 64B; "" for none)
 //	-v              show every worker's result lines
 //	-o PATH         where to write the report (default BENCHMARKS.md at the
 //	                repository root; with -run, only when -o is given)
@@ -154,7 +154,7 @@ func guest(args []string) int {
 }
 
 // defaultDiag names the workloads diagnosed by default.
-const defaultDiag = "tput loop 64B,tput tcp 4KiB,rr tcp 64B"
+const defaultDiag = "tput loop 64B,tput tcp 64KiB,rr tcp 64B"
 
 // diagnose returns the workloads named exactly by the comma-separated
 // list.
