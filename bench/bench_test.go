@@ -110,6 +110,9 @@ func TestVerdicts(t *testing.T) {
 	if !(RSS{StartKiB: 1000, EndKiB: 1050}).Flat() || (RSS{StartKiB: 1000, EndKiB: 1051}).Flat() || (RSS{EndKiB: 5}).Flat() {
 		t.Error("RSS.Flat")
 	}
+	if !(RSS{StartKiB: 1000, At10s: 1040, EndKiB: 1045}).Flat() || (RSS{StartKiB: 1000, At10s: 1010, EndKiB: 1030}).Flat() {
+		t.Error("RSS.Flat with the ten-second sample")
+	}
 }
 
 func TestDefaultWorkloads(t *testing.T) {

@@ -406,10 +406,14 @@ func (d *driver) longRun(rep *Report) {
 		r := results[k].r
 		x := RSS{Impl: im.name, Workload: name, Seconds: r["secs"], Msgs: uint64(r["msgs"]), Allocs: uint64(r["allocs"]),
 			StartKiB: int64(r["rss_start_kib"]), EndKiB: int64(r["rss_end_kib"]), MaxKiB: int64(r["rss_max_kib"]), ControlMsg: uint64(r["cmsgs"]),
-			AnonStart: int64(r["anon_start_kib"]), AnonEnd: int64(r["anon_end_kib"])}
+			AnonStart: int64(r["anon_start_kib"]), AnonEnd: int64(r["anon_end_kib"]),
+			At10s: int64(r["rss_10s_kib"]), Anon10s: int64(r["anon_10s_kib"])}
+		if t, ok := r["threads_start"]; ok {
+			x.Threads = [2]int64{int64(t), int64(r["threads_end"])}
+		}
 		rep.RSS = append(rep.RSS, x)
-		d.logf("long run %s: %d messages in %.0fs, RSS %d -> %d KiB (max %d), anonymous %d -> %d KiB, %d control messages parsed",
-			im.name, x.Msgs, x.Seconds, x.StartKiB, x.EndKiB, x.MaxKiB, x.AnonStart, x.AnonEnd, x.ControlMsg)
+		d.logf("long run %s: %d messages in %.0fs, RSS %d -> %d (10 s) -> %d KiB (max %d), anonymous %d -> %d -> %d KiB, threads %v, %d control messages parsed",
+			im.name, x.Msgs, x.Seconds, x.StartKiB, x.At10s, x.EndKiB, x.MaxKiB, x.AnonStart, x.Anon10s, x.AnonEnd, x.Threads, x.ControlMsg)
 		if k == 1 {
 			rep.Allocs = append(rep.Allocs, Alloc{Workload: name + " (long run)", Side: "receiver", What: "ReadMsg+cmsg.Parser", Allocs: x.Allocs, Msgs: x.Msgs})
 		}

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,6 +125,30 @@ func (s *statm) field(key []byte) int64 {
 	return kib
 }
 
+// threads returns the number of OS threads of the process, from
+// /proc/self/stat, or -1. It allocates; call it outside the hot loop.
+func threads() int {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return -1
+	}
+	// Fields after the command (which is in parentheses); num_threads is
+	// field 20, the 18th after ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 18 {
+		return -1
+	}
+	n, err := strconv.Atoi(f[17])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 // mallocs returns the number of heap objects allocated so far. With
 // allocation sites on, its first call in a window snapshots the memory
 // profile and its second prints the sites of the allocations in between.
@@ -233,6 +259,8 @@ func goRecv(o *Options, out io.Writer) error {
 	var first, start, end, last, nextRSS time.Time
 	var msgs, nbytes, stamps, allocs0 uint64
 	var rssStart, rssMax, anonStart int64 = -1, -1, -1
+	var rss10, anon10 int64 = -1, -1 // ten seconds into the window
+	threads0 := -1
 	for {
 		got := 1
 		if o.Batch == 1 {
@@ -282,6 +310,7 @@ func goRecv(o *Options, out io.Writer) error {
 				continue
 			}
 			start, end = t, t.Add(o.Dur)
+			threads0 = threads()
 			rssStart = st.kib()
 			anonStart = st.anon()
 			rssMax = rssStart
@@ -292,7 +321,11 @@ func goRecv(o *Options, out io.Writer) error {
 		msgs += uint64(got)
 		last = t
 		if !t.Before(nextRSS) {
-			rssMax = max(rssMax, st.kib())
+			r := st.kib()
+			rssMax = max(rssMax, r)
+			if rss10 < 0 && t.Sub(start) >= 10*time.Second {
+				rss10, anon10 = r, st.anon()
+			}
 			nextRSS = t.Add(time.Second)
 		}
 		if !t.Before(end) {
@@ -301,9 +334,10 @@ func goRecv(o *Options, out io.Writer) error {
 	}
 	allocs := mallocs() - allocs0
 	rssEnd, anonEnd := st.kib(), st.anon()
+	threads1 := threads()
 	secs := last.Sub(start).Seconds()
-	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d anon_start_kib=%d anon_end_kib=%d allocs=%d\n",
-		msgs, nbytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), anonStart, anonEnd, allocs)
+	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d anon_start_kib=%d anon_end_kib=%d rss_10s_kib=%d anon_10s_kib=%d threads_start=%d threads_end=%d allocs=%d\n",
+		msgs, nbytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), anonStart, anonEnd, rss10, anon10, threads0, threads1, allocs)
 	return nil
 }
 

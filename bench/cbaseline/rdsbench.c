@@ -227,6 +227,7 @@ static int role_recv(const struct opts *o)
 	double first = 0, start = 0, end = 0, last = 0, next_rss = 0;
 	uint64_t msgs = 0, bytes = 0, stamps = 0;
 	long rss_start = -1, rss_end = -1, rss_max = -1, anon_start = -1, anon_end;
+	long rss_10s = -1, anon_10s = -1; /* ten seconds into the window */
 	for (;;) {
 		int got;
 		if (b == 1) {
@@ -305,6 +306,10 @@ static int role_recv(const struct opts *o)
 			long r = rss_kib(smaps);
 			if (r > rss_max)
 				rss_max = r;
+			if (rss_10s < 0 && t - start >= 10) {
+				rss_10s = r;
+				anon_10s = anon_kib(smaps);
+			}
 			next_rss = t + 1;
 		}
 		if (t >= end)
@@ -315,10 +320,10 @@ static int role_recv(const struct opts *o)
 	if (rss_end > rss_max)
 		rss_max = rss_end;
 	double secs = last - start;
-	printf("RESULT msgs=%llu bytes=%llu secs=%.6f rate=%.1f cmsgs=%llu rss_start_kib=%ld rss_end_kib=%ld rss_max_kib=%ld anon_start_kib=%ld anon_end_kib=%ld\n",
+	printf("RESULT msgs=%llu bytes=%llu secs=%.6f rate=%.1f cmsgs=%llu rss_start_kib=%ld rss_end_kib=%ld rss_max_kib=%ld anon_start_kib=%ld anon_end_kib=%ld rss_10s_kib=%ld anon_10s_kib=%ld\n",
 	       (unsigned long long)msgs, (unsigned long long)bytes, secs,
 	       secs > 0 ? (double)msgs / secs : 0, (unsigned long long)stamps,
-	       rss_start, rss_end, rss_max, anon_start, anon_end);
+	       rss_start, rss_end, rss_max, anon_start, anon_end, rss_10s, anon_10s);
 	fflush(stdout);
 	return 0;
 }
