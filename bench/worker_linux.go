@@ -311,11 +311,13 @@ func goRecv(o *Options, out io.Writer) error {
 			}
 			start, end = t, t.Add(o.Dur)
 			threads0 = threads()
+			// ReadMemStats (in mallocs) touches a few hundred KiB the
+			// first time: take the RSS after it.
+			allocs0 = mallocs()
 			rssStart = st.kib()
 			anonStart = st.anon()
 			rssMax = rssStart
 			nextRSS = t.Add(time.Second)
-			allocs0 = mallocs()
 			continue
 		}
 		msgs += uint64(got)
@@ -689,8 +691,8 @@ func goRDMAInit(o *Options, out io.Writer) error {
 		if start.IsZero() {
 			if t.Sub(first) >= o.Warm {
 				start, end = t, t.Add(o.Dur)
-				rssStart = st.kib()
 				allocs0 = mallocs()
+				rssStart = st.kib()
 			}
 			continue
 		}
