@@ -243,35 +243,33 @@ func (r row) gid(off int) (g [16]byte) {
 	return g
 }
 
-// rows splits data into rows of itemSize bytes.
-func rows(data []byte, itemSize int, each func(row)) error {
+// decodeRows splits data into rows of itemSize bytes and decodes each.
+func decodeRows[T any](data []byte, itemSize int, decode func(row) T) ([]T, error) {
 	if len(data) == 0 {
-		return nil
+		return nil, nil
 	}
 	if itemSize <= 0 || len(data)%itemSize != 0 {
-		return fmt.Errorf("%w: %d bytes is not a multiple of the row size %d", ErrInfoFormat, len(data), itemSize)
+		return nil, fmt.Errorf("%w: %d bytes is not a multiple of the row size %d", ErrInfoFormat, len(data), itemSize)
 	}
+	out := make([]T, 0, len(data)/itemSize)
 	for off := 0; off < len(data); off += itemSize {
-		each(row(data[off : off+itemSize]))
+		out = append(out, decode(row(data[off:off+itemSize])))
 	}
-	return nil
+	return out, nil
 }
 
 // ParseCounters decodes RDS_INFO_COUNTERS data with the row size the kernel
 // reported.
 func ParseCounters(data []byte, itemSize int) ([]Counter, error) {
-	var out []Counter
-	err := rows(data, itemSize, func(r row) {
-		out = append(out, Counter{Name: r.cstring(0, 32), Value: r.u64(32)})
+	return decodeRows(data, itemSize, func(r row) Counter {
+		return Counter{Name: r.cstring(0, 32), Value: r.u64(32)}
 	})
-	return out, err
 }
 
 // ParseConnections decodes RDS_INFO_CONNECTIONS (v6 false) or
 // RDS6_INFO_CONNECTIONS (v6 true) data.
 func ParseConnections(data []byte, itemSize int, v6 bool) ([]Connection, error) {
-	var out []Connection
-	err := rows(data, itemSize, func(r row) {
+	return decodeRows(data, itemSize, func(r row) Connection {
 		c := Connection{NextTxSeq: r.u64(0), NextRxSeq: r.u64(8)}
 		if v6 {
 			c.Local, c.Remote = r.ip6(16), r.ip6(32)
@@ -282,15 +280,13 @@ func ParseConnections(data []byte, itemSize int, v6 bool) ([]Connection, error) 
 			c.Transport = r.cstring(24, infoTransNameBytes)
 			c.Flags, c.TOS = r.u8(40), r.u8(41)
 		}
-		out = append(out, c)
+		return c
 	})
-	return out, err
 }
 
 // ParseMessages decodes the send, retransmit or receive queue tables.
 func ParseMessages(data []byte, itemSize int, v6 bool) ([]QueuedMessage, error) {
-	var out []QueuedMessage
-	err := rows(data, itemSize, func(r row) {
+	return decodeRows(data, itemSize, func(r row) QueuedMessage {
 		m := QueuedMessage{Seq: r.u64(0), Len: r.u32(8)}
 		if v6 {
 			m.Local = netip.AddrPortFrom(r.ip6(12), r.be16(44))
@@ -301,15 +297,13 @@ func ParseMessages(data []byte, itemSize int, v6 bool) ([]QueuedMessage, error) 
 			m.Remote = netip.AddrPortFrom(r.ip4(16), r.be16(22))
 			m.Flags, m.TOS = r.u8(24), r.u8(25)
 		}
-		out = append(out, m)
+		return m
 	})
-	return out, err
 }
 
 // ParseSockets decodes RDS_INFO_SOCKETS or RDS6_INFO_SOCKETS data.
 func ParseSockets(data []byte, itemSize int, v6 bool) ([]SocketInfo, error) {
-	var out []SocketInfo
-	err := rows(data, itemSize, func(r row) {
+	return decodeRows(data, itemSize, func(r row) SocketInfo {
 		s := SocketInfo{SendBuffer: r.u32(0)}
 		if v6 {
 			s.Bound = netip.AddrPortFrom(r.ip6(4), r.be16(36))
@@ -320,15 +314,13 @@ func ParseSockets(data []byte, itemSize int, v6 bool) ([]SocketInfo, error) {
 			s.Connected = netip.AddrPortFrom(r.ip4(8), r.be16(14))
 			s.ReceiveBuffer, s.Inode = r.u32(16), r.u64(20)
 		}
-		out = append(out, s)
+		return s
 	})
-	return out, err
 }
 
 // ParseTCPSockets decodes RDS_INFO_TCP_SOCKETS or RDS6_INFO_TCP_SOCKETS data.
 func ParseTCPSockets(data []byte, itemSize int, v6 bool) ([]TCPSocket, error) {
-	var out []TCPSocket
-	err := rows(data, itemSize, func(r row) {
+	return decodeRows(data, itemSize, func(r row) TCPSocket {
 		var s TCPSocket
 		off := 12 // start of hdr_rem in the IPv4 row
 		if v6 {
@@ -344,16 +336,14 @@ func ParseTCPSockets(data []byte, itemSize int, v6 bool) ([]TCPSocket, error) {
 		if !v6 {
 			s.TOS = r.u8(off + 28)
 		}
-		out = append(out, s)
+		return s
 	})
-	return out, err
 }
 
 // ParseIBConnections decodes RDS_INFO_IB_CONNECTIONS or
 // RDS6_INFO_IB_CONNECTIONS data.
 func ParseIBConnections(data []byte, itemSize int, v6 bool) ([]IBConnection, error) {
-	var out []IBConnection
-	err := rows(data, itemSize, func(r row) {
+	return decodeRows(data, itemSize, func(r row) IBConnection {
 		var c IBConnection
 		off := 8 // start of the GIDs in the IPv4 row
 		if v6 {
@@ -368,7 +358,6 @@ func ParseIBConnections(data []byte, itemSize int, v6 bool) ([]IBConnection, err
 		c.RDMAMRMax, c.RDMAMRSize = r.u32(off+12), r.u32(off+16)
 		c.TOS, c.SL = r.u8(off+20), r.u8(off+21)
 		c.CacheAllocs = r.u32(off + 24)
-		out = append(out, c)
+		return c
 	})
-	return out, err
 }
