@@ -50,6 +50,7 @@ type rdsErrno struct {
 	errno    syscall.Errno
 	sentinel error
 	detail   string
+	wrapped  [2]error // what Unwrap returns, built once
 }
 
 func (e *rdsErrno) Error() string {
@@ -59,11 +60,15 @@ func (e *rdsErrno) Error() string {
 	return e.errno.Error() + ": " + e.sentinel.Error()
 }
 
+// Unwrap returns the errno and, if there is one, the sentinel. It returns
+// a slice of a field so that errors.Is does not allocate on each walk.
 func (e *rdsErrno) Unwrap() []error {
 	if e.sentinel == nil {
-		return []error{e.errno}
+		e.wrapped[0] = e.errno
+		return e.wrapped[:1]
 	}
-	return []error{e.sentinel, e.errno}
+	e.wrapped[0], e.wrapped[1] = e.sentinel, e.errno
+	return e.wrapped[:2]
 }
 
 // sentinelFor returns the sentinel an errno maps to for the named system
