@@ -64,11 +64,21 @@ func (e *rdsErrno) Error() string {
 // a slice of a field so that errors.Is does not allocate on each walk.
 func (e *rdsErrno) Unwrap() []error {
 	if e.sentinel == nil {
-		e.wrapped[0] = e.errno
 		return e.wrapped[:1]
 	}
-	e.wrapped[0], e.wrapped[1] = e.sentinel, e.errno
 	return e.wrapped[:2]
+}
+
+// newRDSErrno builds an rdsErrno with its Unwrap slice filled in, so that
+// Unwrap only reads and is safe for concurrent use.
+func newRDSErrno(errno syscall.Errno, sentinel error, detail string) *rdsErrno {
+	e := &rdsErrno{errno: errno, sentinel: sentinel, detail: detail}
+	if sentinel == nil {
+		e.wrapped[0] = errno
+	} else {
+		e.wrapped[0], e.wrapped[1] = sentinel, errno
+	}
+	return e
 }
 
 // sentinelFor returns the sentinel an errno maps to for the named system
@@ -106,7 +116,7 @@ func wrapSyscall(syscallName string, err error, detail string) error {
 	var errno syscall.Errno
 	if errors.As(err, &errno) {
 		if s := sentinelFor(syscallName, errno); s != nil || detail != "" {
-			return os.NewSyscallError(syscallName, &rdsErrno{errno: errno, sentinel: s, detail: detail})
+			return os.NewSyscallError(syscallName, newRDSErrno(errno, s, detail))
 		}
 		return os.NewSyscallError(syscallName, errno)
 	}
