@@ -1,0 +1,5 @@
+//go:build !race
+
+package rdssock
+
+const raceEnabled = false
