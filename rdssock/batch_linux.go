@@ -89,7 +89,7 @@ func putBatch(op *batchOp) {
 
 func (op *batchOp) doRecv(fd uintptr) bool {
 	for {
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&op.hdrs[0])), uintptr(len(op.hdrs)), uintptr(op.flags), 0, 0)
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&op.hdrs[0])), uintptr(len(op.hdrs)), uintptr(op.flags), 0, 0)
 		if e == unix.EINTR {
 			continue
 		}
@@ -108,7 +108,7 @@ func (op *batchOp) doRecv(fd uintptr) bool {
 func (op *batchOp) doSend(fd uintptr) bool {
 	for tries := 0; op.n < len(op.hdrs); {
 		h := &op.hdrs[op.n]
-		n, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&h.hdr)), uintptr(op.flags))
+		n, e := sendmsg(fd, &h.hdr, op.flags)
 		switch {
 		case e == 0:
 			h.len = uint32(n)

@@ -169,7 +169,8 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.s.SetReadDeadline(t
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.s.SetWriteDeadline(t) }
 
 // SyscallConn returns the raw connection, for options this package does
-// not cover. It implements syscall.Conn.
+// not cover. It implements syscall.Conn. The descriptor must stay
+// non-blocking: the data path relies on it.
 func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if c.closed.Load() {
 		return nil, opError("syscallconn", c.LocalAddr(), nil, net.ErrClosed)

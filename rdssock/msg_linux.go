@@ -67,10 +67,11 @@ func putOp(op *msgOp) {
 }
 
 // recvSyscall runs recvmsg once; it reports whether the poller may stop
-// waiting.
+// waiting. The socket is non-blocking, so the call never sleeps and goes
+// through RawSyscall (see sendmsg).
 func (op *msgOp) recvSyscall(fd uintptr) bool {
 	for {
-		n, _, e := unix.Syscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
+		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
 		if e == unix.EINTR {
 			continue
 		}
@@ -97,7 +98,7 @@ const sendRetries = 3
 
 func (op *msgOp) doSend(fd uintptr) bool {
 	for tries := 0; ; {
-		n, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
+		n, e := sendmsg(fd, &op.hdr, op.flags)
 		if e == unix.EINTR {
 			continue
 		}
@@ -112,6 +113,23 @@ func (op *msgOp) doSend(fd uintptr) bool {
 		op.n, op.errno = int(n), e
 		return true
 	}
+}
+
+// sendmsg runs one sendmsg system call on the non-blocking socket fd.
+//
+// The socket never sleeps in the kernel, so a plain message is sent with
+// RawSyscall, which skips the scheduler's system-call hand-off; on a small
+// message that hand-off costs as much as the kernel's own work. A message
+// with control data or MSG_ZEROCOPY may register or pin user memory (RDMA
+// maps, zero-copy sends), which can take long enough that other goroutines
+// must be free to run, so it goes through Syscall.
+func sendmsg(fd uintptr, hdr *unix.Msghdr, flags int) (int, unix.Errno) {
+	if hdr.Controllen == 0 && flags&unix.MSG_ZEROCOPY == 0 {
+		n, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags))
+		return int(n), e
+	}
+	n, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags))
+	return int(n), e
 }
 
 func writable(fd uintptr) bool {
