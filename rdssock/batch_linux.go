@@ -25,6 +25,7 @@ type batchOp struct {
 	addrs    []sockaddrBuf
 	flags    int
 	dontWait bool
+	waitCong bool
 	n        int
 	errno    unix.Errno
 
@@ -76,6 +77,7 @@ func getBatch(ms []Message, flags int, send bool) (*batchOp, error) {
 	}
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
+	op.waitCong = false
 	op.n, op.errno = 0, 0
 	return op, nil
 }
@@ -116,6 +118,8 @@ func (op *batchOp) doSend(fd uintptr) bool {
 			continue
 		case e == unix.EINTR:
 			continue
+		case e == unix.ENOBUFS && op.waitCong:
+			return false // congested: wait, keeping the messages sent so far
 		case op.n > 0:
 			return true // report the messages sent; the next call meets the error
 		case e == unix.EAGAIN && !op.dontWait:
@@ -175,7 +179,9 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 // adds), so WriteBatch issues one sendmsg per message, all within a single
 // wait in the runtime poller. When it accepted some but not all,
 // the error is nil and the next call reports what stopped it (for example
-// ErrCongested). ctx may be nil.
+// ErrCongested). With Config.WaitCongested the batch waits out congestion
+// instead; if that wait ends early (deadline, context, Close) the count of
+// messages already accepted comes with the error. ctx may be nil.
 func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, error) {
 	if len(ms) == 0 {
 		return 0, nil
@@ -184,6 +190,7 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 	if err != nil {
 		return 0, opError("write", c.LocalAddr(), nil, err)
 	}
+	op.waitCong = !op.dontWait && c.waitCongested.Load()
 	var perr error
 	if ctx == nil || ctx.Done() == nil {
 		perr = c.rc.Write(op.send)
@@ -191,15 +198,15 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 		perr = c.waitContext(ctx, "sendmsg", true, op.send)
 	}
 	n, errno := op.n, op.errno
-	if perr == nil && errno == 0 {
-		for i := range n {
-			ms[i].N = int(op.hdrs[i].len)
-		}
+	for i := range n {
+		ms[i].N = int(op.hdrs[i].len)
 	}
 	putBatch(op)
 	switch {
 	case perr != nil:
-		return 0, opError("write", c.LocalAddr(), nil, c.pollErr(perr))
+		// A wait for congestion to clear can end (deadline, close) after
+		// some messages were accepted: report them with the error.
+		return n, opError("write", c.LocalAddr(), nil, c.pollErr(perr))
 	case errno != 0:
 		return 0, opError("write", c.LocalAddr(), nil, wrapSyscall("sendmsg", errno, ""))
 	}

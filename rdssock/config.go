@@ -31,6 +31,14 @@ type Config struct {
 	// as a 0-byte message, when a monitored port becomes uncongested.
 	CongestionMonitor bool
 
+	// WaitCongested makes sends to a congested port wait until the port is
+	// uncongested, as a blocking C socket does, instead of failing with
+	// ErrCongested. The wait happens in the runtime poller (deadlines and
+	// contexts bound it) and allocates nothing. It switches on
+	// CongestionMonitor, whose update wakes the waiting send, so readers of
+	// the socket also see the RDS_CMSG_CONG_UPDATE notices.
+	WaitCongested bool
+
 	// Timestamps (SO_TIMESTAMP) attaches the receive time to each message
 	// as an SCM_TIMESTAMP control message.
 	Timestamps bool

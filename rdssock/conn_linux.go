@@ -28,6 +28,8 @@ type Conn struct {
 	sndbuf   atomic.Int64         // cached SO_SNDBUF for error messages
 	closed   atomic.Bool
 	tsActive bool
+
+	waitCongested atomic.Bool // Config.WaitCongested is in force
 }
 
 // Socket creates an unbound RDS socket with cfg applied (nil means

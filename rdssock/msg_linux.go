@@ -26,6 +26,7 @@ type msgOp struct {
 	sa       sockaddrBuf
 	flags    int
 	dontWait bool
+	waitCong bool // wait in the poller when the destination is congested
 	n        int
 	errno    unix.Errno
 
@@ -55,6 +56,7 @@ func getOp(b, oob []byte, flags int) *msgOp {
 	}
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
+	op.waitCong = false
 	op.n, op.errno = 0, 0
 	return op
 }
@@ -101,6 +103,9 @@ func (op *msgOp) doSend(fd uintptr) bool {
 		n, e := sendmsg(fd, &op.hdr, op.flags)
 		if e == unix.EINTR {
 			continue
+		}
+		if e == unix.ENOBUFS && op.waitCong {
+			return false // congested: the monitor's update wakes the poller
 		}
 		if e == unix.EAGAIN && !op.dontWait {
 			if !writable(fd) {
@@ -197,8 +202,9 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 // RDMA requests travel, and a 0-byte message to port 0 is an RDS ping.
 //
 // The call waits while the send buffer is full. It fails with ErrCongested
-// when the destination port is congested and with ErrMessageTooLarge when b
-// exceeds half the send buffer.
+// when the destination port is congested (or waits, with
+// Config.WaitCongested) and with ErrMessageTooLarge when b exceeds half the
+// send buffer.
 func (c *Conn) WriteMsg(b, oob []byte, to netip.AddrPort) (int, error) {
 	return c.writeMsg(nil, b, oob, to, 0)
 }
@@ -225,6 +231,7 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
 		op.hdr.Namelen = sl
 	}
+	op.waitCong = !op.dontWait && c.waitCongested.Load()
 	var perr error
 	if ctx == nil || ctx.Done() == nil {
 		perr = c.rc.Write(op.send)

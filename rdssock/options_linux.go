@@ -53,10 +53,11 @@ func (c *Conn) applyConfig(cfg *Config) error {
 			return err
 		}
 	}
-	if cfg.CongestionMonitor {
+	if cfg.CongestionMonitor || cfg.WaitCongested {
 		if err := c.SetCongestionMonitor(true); err != nil {
 			return err
 		}
+		c.waitCongested.Store(cfg.WaitCongested)
 	}
 	if cfg.Timestamps {
 		if err := c.SetTimestamps(true); err != nil {
@@ -130,8 +131,13 @@ func (c *Conn) RecvErr() (bool, error) {
 
 // SetCongestionMonitor switches explicit congestion monitoring
 // (RDS_CONG_MONITOR); see Config.CongestionMonitor. Switching it off
-// clears the monitor mask and any pending notification.
+// clears the monitor mask and any pending notification, and ends
+// Config.WaitCongested (sends then fail with ErrCongested again), since
+// without the monitor nothing would wake a waiting send.
 func (c *Conn) SetCongestionMonitor(on bool) error {
+	if !on {
+		c.waitCongested.Store(false)
+	}
 	return c.setInt("RDS_CONG_MONITOR", solRDS, optCongMonitor, boolInt(on))
 }
 

@@ -1,0 +1,153 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"net/netip"
+
+	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// congestedPair returns a sender in the initial namespace and a receiver in
+// the peer namespace whose tiny receive buffer makes its port congested
+// after a few messages, with the RDS/TCP connection already up.
+func congestedPair(t *testing.T, senderCfg *rdssock.Config) (a, b *rdssock.Conn) {
+	t.Helper()
+	a = listen(t, netip.AddrPortFrom(vmtest.TCPLocal4, port()), senderCfg)
+	b = listenPeer(t, netip.AddrPortFrom(vmtest.TCPPeer4, port()), &rdssock.Config{ReceiveBuffer: 4096})
+	if _, err := a.WriteMsg([]byte("warm-up"), nil, b.LocalAddrPort()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readMsg(t, b); string(got) != "warm-up" {
+		t.Fatalf("warm-up message: got %q", got)
+	}
+	return a, b
+}
+
+// TestIntegrationRdssockWaitCongested: with Config.WaitCongested a sender
+// facing a slow receiver never sees ErrCongested, the kernel did report
+// congestion (cong_send_error rises), every message arrives in order, and
+// the waits allocate nothing per message.
+func TestIntegrationRdssockWaitCongested(t *testing.T) {
+	vmtest.Require(t)
+	a, b := congestedPair(t, &rdssock.Config{WaitCongested: true})
+	before, err := a.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const msgs, size = 600, 1024
+	sendErr := make(chan error, 1)
+	var mallocs uint64
+	go func() {
+		payload := make([]byte, size)
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		start := ms.Mallocs
+		for i := range msgs {
+			binary.BigEndian.PutUint32(payload, uint32(i))
+			payload[size-1] = byte(i)
+			if _, err := a.WriteMsg(payload, nil, b.LocalAddrPort()); err != nil {
+				sendErr <- err
+				return
+			}
+		}
+		runtime.ReadMemStats(&ms)
+		mallocs = ms.Mallocs - start
+		sendErr <- nil
+	}()
+	time.Sleep(200 * time.Millisecond) // let the receive queue fill up
+	buf := make([]byte, 2*size)
+	for i := range msgs {
+		n, _, _, from, err := b.ReadMsg(buf, nil)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if n != size || binary.BigEndian.Uint32(buf) != uint32(i) || buf[size-1] != byte(i) || from != a.LocalAddrPort() {
+			t.Fatalf("message %d: got %d bytes, sequence %d, from %v", i, n, binary.BigEndian.Uint32(buf), from)
+		}
+		if i%100 == 0 {
+			time.Sleep(20 * time.Millisecond) // stay slow
+		}
+	}
+	if err := <-sendErr; err != nil {
+		t.Fatalf("WriteMsg with WaitCongested: %v", err)
+	}
+	after, err := a.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := counter(t, after, "cong_send_error") - counter(t, before, "cong_send_error")
+	if waits == 0 {
+		t.Fatalf("the sender never met congestion (cong_send_error did not rise); the test proves nothing")
+	}
+	// The sender goroutine's sends are the only work in the process while
+	// it runs, apart from the receive loop, which allocates nothing either.
+	if mallocs > msgs/20 {
+		t.Errorf("%d sends that waited out congestion %d times allocated %d objects", msgs, waits, mallocs)
+	}
+	t.Logf("%d messages, %d congested sends waited, %d allocations", msgs, waits, mallocs)
+}
+
+// TestIntegrationRdssockWaitCongestedDeadline: a wait for congestion to
+// clear ends at the write deadline with a timeout error; WriteBatch reports
+// what it had sent; switching the monitor off brings ErrCongested back.
+func TestIntegrationRdssockWaitCongestedDeadline(t *testing.T) {
+	vmtest.Require(t)
+	a, b := congestedPair(t, &rdssock.Config{WaitCongested: true})
+	payload := make([]byte, 1024)
+	a.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	sent := 0
+	var err error
+	for ; sent < 10000; sent++ {
+		if _, err = a.WriteMsg(payload, nil, b.LocalAddrPort()); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, rdssock.ErrCongested) {
+		t.Fatalf("after %d messages to a receiver that never reads: %v; want a deadline error", sent, err)
+	}
+	if sent == 0 {
+		t.Fatal("no message was accepted before congestion")
+	}
+
+	batch := make([]rdssock.Message, 4)
+	for i := range batch {
+		batch[i] = rdssock.Message{Buffer: payload, Addr: b.LocalAddrPort()}
+	}
+	a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	if n, err := a.WriteBatch(nil, batch, 0); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
+		t.Fatalf("WriteBatch to a congested port = %d, %v; want 0 and a deadline error", n, err)
+	}
+
+	if err := a.SetCongestionMonitor(false); err != nil {
+		t.Fatal(err)
+	}
+	a.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	start := time.Now()
+	if _, err := a.WriteMsg(payload, nil, b.LocalAddrPort()); !errors.Is(err, rdssock.ErrCongested) {
+		t.Fatalf("WriteMsg with the monitor off: %v; want ErrCongested", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("WriteMsg with the monitor off took %v; it must fail at once", d)
+	}
+
+	// Drain: every message accepted before the deadline is there, in order.
+	b.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 2048)
+	for i := range sent {
+		n, _, _, _, err := b.ReadMsg(buf, nil)
+		if err != nil || n != len(payload) || !bytes.Equal(buf[:n], payload) {
+			t.Fatalf("accepted message %d of %d: %d bytes, %v", i, sent, n, err)
+		}
+	}
+	t.Logf("%d messages accepted before the receiver's port stayed congested", sent)
+}
