@@ -343,13 +343,13 @@ func goRecv(o *Options, out io.Writer) error {
 	return nil
 }
 
-// goSend sends until killed. A non-blocking RDS socket reports a congested
-// destination with ENOBUFS instead of waiting as a blocking one does; the
-// sender then waits for the congestion update (RDS_CONG_MONITOR) and
-// retries. Halfway through its own window it prints a RESULT with its send
+// goSend sends until killed. A congested destination makes the send wait in
+// the runtime poller (rdssock.Config.WaitCongested), as a blocking C socket
+// sleeps in the kernel; the raw diagnostic path gets ENOBUFS instead, waits
+// for the congestion update (RDS_CONG_MONITOR) and retries. Halfway through its own window it prints a RESULT with its send
 // rate and allocations, then keeps sending.
 func goSend(o *Options, out io.Writer) error {
-	c, err := listen(o, rdssock.Config{CongestionMonitor: true})
+	c, err := listen(o, rdssock.Config{CongestionMonitor: true, WaitCongested: o.Raw == 0})
 	if err != nil {
 		return err
 	}
@@ -435,7 +435,7 @@ func goSend(o *Options, out io.Writer) error {
 }
 
 func goEcho(o *Options, out io.Writer) error {
-	c, err := listen(o, rdssock.Config{CongestionMonitor: true})
+	c, err := listen(o, rdssock.Config{CongestionMonitor: true, WaitCongested: o.Raw == 0})
 	if err != nil {
 		return err
 	}
