@@ -80,9 +80,11 @@ type Options struct {
 // (HandleControl does that and also extracts RDMA_DEST cookies), since RDMA
 // completion notices arrive there as 0-byte messages.
 type Conn struct {
-	c    *rdssock.Conn
-	tr   *barrier.Tracker
-	opts Options
+	c       *rdssock.Conn
+	tr      *barrier.Tracker
+	ownsTr  bool // New created tr: Close closes it
+	opts    Options
+	closing atomic.Bool
 
 	mode    atomic.Uint32 // RegMode once resolved
 	regs    atomic.Uint64
@@ -94,7 +96,8 @@ type Conn struct {
 // New returns a Conn issuing RDMA on c and tracking operations with tr
 // (nil: a tracker with default configuration).
 func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
-	if tr == nil {
+	owns := tr == nil
+	if owns {
 		tr = barrier.New(nil)
 	}
 	var o Options
@@ -107,11 +110,39 @@ func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 	if o.MapBackoff <= 0 {
 		o.MapBackoff = 5 * time.Millisecond
 	}
-	x := &Conn{c: c, tr: tr, opts: o}
+	x := &Conn{c: c, tr: tr, ownsTr: owns, opts: o}
 	x.mode.Store(uint32(o.Registration))
 	x.scratch.New = func() any { return new(scratch) }
 	x.records.New = func() any { r := new(opRecord); r.pool = &x.records; return r }
 	return x
+}
+
+// Close closes the socket and resolves every operation still pending in
+// the tracker with status barrier.Canceled, which is what the kernel does
+// to them: closing an RDS socket drops its queued messages, cancels their
+// RDMA operations and discards the completion notices it had not yet
+// delivered, so no status would ever arrive for them. Close does not wait
+// for the network; it returns once the socket is closed. The tracker is
+// closed too when New created it. A tracker shared by several Conns loses
+// the pending operations of all of them, so give each Conn its own.
+//
+// Memory: the kernel drops the socket's registrations and keeps the pages
+// of every registration and of every transfer it had already started
+// pinned until the adapter is done with them. The regions of the canceled
+// operations are released (Region.Users drops), so they may be unmapped:
+// a transfer the adapter still completes then writes into pages that are
+// no longer mapped in the process. Do not reuse that memory in place for
+// other data. Registrations (MR) keep counting as users of their region
+// until MR.Free, which after Close only releases that count (the kernel
+// already dropped the key); Region.Close refuses until then.
+func (c *Conn) Close() error {
+	c.closing.Store(true)
+	err := c.c.Close()
+	c.tr.CompleteAll(barrier.Canceled)
+	if c.ownsTr {
+		c.tr.Close()
+	}
+	return err
 }
 
 // Socket returns the underlying socket.

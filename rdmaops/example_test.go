@@ -117,3 +117,45 @@ func ExampleConn_DoAtomic() {
 	fmt.Println(err == rdmaops.ErrAtomicsDisabled)
 	// Output: true
 }
+
+// When a transfer into a lent buffer failed or its reply never came, the
+// peer may still write with the old cookie, and the kernel may still let
+// it: revoke the buffer, and put it back only once the peer confirms.
+func ExampleBuffer_Revoke() {
+	ctx := context.Background()
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := rdmaops.New(sock, nil, nil)
+	defer c.Close()
+	server := netip.MustParseAddrPort("10.0.0.2:4000")
+	pool, err := rdmaops.NewPool(ctx, c.Registrar(server, nil), 8, 4096, cmsg.FlagReadWrite)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	b, _ := pool.Get(ctx)
+	// ... the request naming b.Cookie() timed out:
+	b.Revoke() // key freed, memory out of circulation
+	// ... later the peer answers "done with that cookie":
+	if err := b.Confirm(); err != nil { // new key, Available again
+		log.Fatal(err)
+	}
+}
+
+// Close resolves every operation still in flight (status canceled), since
+// the kernel discards their notices with the socket.
+func ExampleConn_Close() {
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := rdmaops.New(sock, nil, nil)
+	// ... c.Do(...) issued operations ...
+	if err := c.Close(); err != nil {
+		log.Print(err)
+	}
+	fmt.Println(c.Tracker().Outstanding())
+}

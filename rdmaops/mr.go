@@ -173,6 +173,9 @@ func (m *MR) FreeFlags(flags cmsg.Flags) error {
 	err := m.c.c.FreeMR(uint64(m.cookie), uint64(flags))
 	m.span.r.release()
 	m.c.deregs.Add(1)
+	if err != nil && m.c.closing.Load() {
+		return nil // the socket is closed: the kernel dropped its keys
+	}
 	if err != nil && m.flags&cmsg.FlagUseOnce != 0 && errors.Is(err, syscall.EINVAL) {
 		return nil // the kernel dropped the key after its one use
 	}

@@ -66,6 +66,7 @@ const (
 	InTransmission                 // lent out: its cookie travels to the peer, which may read or write it
 	Reading                        // the data landed; the reader is consuming it in place
 	Returning                      // handed back; being re-armed (re-registered if needed)
+	Quarantined                    // key revoked, memory held out of circulation until the peer confirms (Revoke, Confirm)
 )
 
 // String returns the state's name.
@@ -79,6 +80,8 @@ func (s BufState) String() string {
 		return "reading"
 	case Returning:
 		return "returning"
+	case Quarantined:
+		return "quarantined"
 	}
 	return fmt.Sprintf("BufState(%d)", int32(s))
 }
@@ -124,11 +127,80 @@ func (b *Buffer) Landed() error {
 // again). The buffer is Returning while it is re-armed, then Available.
 func (b *Buffer) Release() error { return b.ret(false) }
 
-// Fail hands the buffer back after an operation on it failed or timed out.
-// Its key is freed (invalidated) and the buffer registered anew before it
-// becomes Available, so a late transfer with the old cookie cannot be
-// mistaken for a new one (see the package documentation on revocation).
+// Fail hands the buffer back after an operation on it failed or timed out:
+// its key is freed (invalidated) and the buffer registered anew before it
+// becomes Available at once. Because the kernel does not revoke a freed key
+// at once (see the package documentation), a late transfer by the peer with
+// the old cookie can still land in the buffer after it was lent again; use
+// Fail only when the peer is known to be done with the old cookie, and
+// Revoke and Confirm otherwise.
 func (b *Buffer) Fail() error { return b.ret(true) }
+
+// Revoke takes a lent buffer (InTransmission or Reading) out of
+// circulation after an operation on it failed, timed out or was abandoned:
+// the key is freed with invalidation and the buffer becomes Quarantined.
+// Its memory stays mapped and is never lent again until Confirm, so a late
+// transfer by the peer with the old cookie, which the kernel may still
+// accept for a while after the free, can only land in this buffer and never
+// in memory that holds other data. Call Confirm once the peer said it is
+// done with the old cookie (any later message from the peer proves that
+// its earlier RDMA against the cookie completed, since RDS delivers a
+// peer's messages after its earlier RDMA operations on the connection).
+//
+// Revoke returns the error of the free; the buffer is Quarantined either way.
+func (b *Buffer) Revoke() error {
+	p := b.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !b.state.CompareAndSwap(int32(InTransmission), int32(Quarantined)) &&
+		!b.state.CompareAndSwap(int32(Reading), int32(Quarantined)) {
+		return fmt.Errorf("%w: revoking a buffer %v", ErrBufferState, b.State())
+	}
+	p.quarantined.Add(1)
+	if p.closed.Load() {
+		return ErrPoolClosed
+	}
+	b.stale = true
+	err := p.reg.Deregister(b.cookie, cmsg.FlagInvalidate)
+	p.stats.deregs.Add(1)
+	if err != nil && p.flags&cmsg.FlagUseOnce != 0 {
+		err = nil // the kernel may have dropped a use-once key already
+	}
+	return err
+}
+
+// Confirm returns a Quarantined buffer to the pool once the peer confirmed
+// that it no longer uses the buffer's old cookie: the buffer is registered
+// under a new key and becomes Available. If the registration fails the
+// buffer stays Quarantined and Confirm may be called again.
+func (b *Buffer) Confirm() error {
+	if b.State() != Quarantined {
+		return fmt.Errorf("%w: confirming a buffer %v", ErrBufferState, b.State())
+	}
+	p := b.p
+	p.mu.Lock()
+	if p.closed.Load() {
+		p.mu.Unlock()
+		return ErrPoolClosed
+	}
+	ck, err := p.reg.Register(context.Background(), b.span, p.flags)
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	p.stats.regs.Add(1)
+	b.cookie = ck
+	b.stale = false
+	if !b.state.CompareAndSwap(int32(Quarantined), int32(Available)) {
+		p.mu.Unlock()
+		return fmt.Errorf("%w: buffer left quarantine concurrently", ErrBufferState)
+	}
+	p.quarantined.Add(-1)
+	p.mu.Unlock()
+	p.stats.returned.Add(1)
+	p.free <- b
+	return nil
+}
 
 func (b *Buffer) ret(stale bool) error {
 	if !b.state.CompareAndSwap(int32(Reading), int32(Returning)) &&
@@ -145,6 +217,7 @@ type PoolStats struct {
 	Deregistrations uint64 // keys freed
 	Lent            uint64 // Get calls that returned a buffer
 	Returned        uint64 // buffers that became Available again
+	Quarantined     uint64 // buffers Quarantined now (revoked, awaiting Confirm)
 }
 
 // A Pool is a fixed set of buffers of one size in one Region, registered
@@ -162,6 +235,8 @@ type Pool struct {
 	closed atomic.Bool
 	mu     sync.Mutex // serialises re-registration and Close
 	stats  struct{ regs, deregs, lent, returned atomic.Uint64 }
+
+	quarantined atomic.Int64
 }
 
 // NewPool maps a region for n buffers of size bytes (each rounded up to
@@ -295,12 +370,17 @@ func (p *Pool) Stats() PoolStats {
 		Deregistrations: p.stats.deregs.Load(),
 		Lent:            p.stats.lent.Load(),
 		Returned:        p.stats.returned.Load(),
+		Quarantined:     uint64(p.quarantined.Load()),
 	}
 }
 
 // Close frees every buffer's key and unmaps the region. Buffers still lent
 // out are freed too: the caller must know that no transfer can still touch
-// them. Close fails with ErrBusy, leaving the memory mapped, if an
+// them. Quarantined buffers, whose keys Revoke already freed, are unmapped
+// with the rest: a late transfer against a key the kernel has not revoked
+// yet then lands in pages the kernel still holds pinned for that key and
+// that no longer belong to the process, never in memory the process
+// reuses. Close fails with ErrBusy, leaving the memory mapped, if an
 // operation of a Conn still uses it.
 func (p *Pool) Close() error {
 	p.mu.Lock()
@@ -310,8 +390,8 @@ func (p *Pool) Close() error {
 	}
 	var first error
 	for _, b := range p.bufs {
-		if b == nil {
-			continue
+		if b == nil || b.State() == Quarantined {
+			continue // never registered, or its key already freed by Revoke
 		}
 		if err := p.reg.Deregister(b.cookie, cmsg.FlagInvalidate); err != nil && first == nil {
 			first = err

@@ -461,9 +461,80 @@ func TestNewPoolErrors(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
-	for _, s := range []fmt.Stringer{RegAuto, RegMap, RegGetMR, RegMode(9), Available, InTransmission, Reading, Returning, BufState(9), FetchAdd, CompareSwap, MaskedFetchAdd, MaskedCompareSwap, AtomicKind(9)} {
+	for _, s := range []fmt.Stringer{RegAuto, RegMap, RegGetMR, RegMode(9), Available, InTransmission, Reading, Returning, Quarantined, BufState(9), FetchAdd, CompareSwap, MaskedFetchAdd, MaskedCompareSwap, AtomicKind(9)} {
 		if s.String() == "" {
 			t.Errorf("%#v has no name", s)
 		}
+	}
+}
+
+// A revoked buffer loses its key at once and stays out of circulation,
+// memory untouched by the pool, until Confirm gives it a new key.
+func TestPoolQuarantine(t *testing.T) {
+	ctx := context.Background()
+	reg := new(fakeRegistrar)
+	p, err := NewPool(ctx, reg, 2, 100, cmsg.FlagReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	b, _ := p.Get(ctx)
+	old := b.Cookie()
+	b.Bytes()[0] = 42
+	if err := b.Confirm(); !errors.Is(err, ErrBufferState) {
+		t.Fatalf("Confirm of a lent buffer: %v", err)
+	}
+	if err := b.Revoke(); err != nil {
+		t.Fatal(err)
+	}
+	if b.State() != Quarantined || reg.deregs != 1 || len(reg.live) != 1 || p.Stats().Quarantined != 1 {
+		t.Fatalf("after Revoke: state %v, %d deregs, %d live keys, stats %+v", b.State(), reg.deregs, len(reg.live), p.Stats())
+	}
+	if err := b.Revoke(); !errors.Is(err, ErrBufferState) {
+		t.Fatalf("second Revoke: %v", err)
+	}
+	if err := b.Release(); !errors.Is(err, ErrBufferState) {
+		t.Fatalf("Release of a quarantined buffer: %v", err)
+	}
+	// Only the other buffer circulates meanwhile.
+	for range 5 {
+		o := p.TryGet()
+		if o == nil || o == b {
+			t.Fatalf("TryGet during quarantine returned %v", o)
+		}
+		if p.TryGet() != nil {
+			t.Fatal("a second buffer was lent while one is quarantined")
+		}
+		o.Release()
+	}
+	if b.Bytes()[0] != 42 {
+		t.Fatal("quarantined memory changed")
+	}
+	reg.failReg = true
+	if err := b.Confirm(); err == nil || b.State() != Quarantined {
+		t.Fatalf("Confirm with a refusing registrar: %v, state %v", err, b.State())
+	}
+	reg.failReg = false
+	if err := b.Confirm(); err != nil {
+		t.Fatal(err)
+	}
+	if b.State() != Available || b.Cookie() == old || p.Lookup(old) != nil || p.Stats().Quarantined != 0 {
+		t.Fatalf("after Confirm: state %v, cookie %v (old %v), stats %+v", b.State(), b.Cookie(), old, p.Stats())
+	}
+	got := map[*Buffer]bool{}
+	for range 2 {
+		got[p.TryGet()] = true
+	}
+	if !got[b] || len(got) != 2 {
+		t.Fatal("confirmed buffer not lent again")
+	}
+	// A buffer quarantined at Close is not freed twice.
+	b.Revoke()
+	deregs := reg.deregs
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if reg.deregs != deregs+1 || len(reg.live) != 0 {
+		t.Fatalf("Close: %d deregistrations (had %d), %d keys live", reg.deregs, deregs, len(reg.live))
 	}
 }
