@@ -1,0 +1,618 @@
+//go:build integration
+
+package reliability
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/netlinkcfg"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// nextPort hands out RDS ports; every test uses fresh ones.
+var nextPort atomic.Uint32
+
+func port() uint16 { return uint16(30000 + nextPort.Add(1)) }
+
+// side says in which network namespace a socket lives.
+type side int
+
+const (
+	local side = iota // initial namespace, rdstcp0
+	peer              // vmtest.PeerNamespaceName, rdstcp1
+)
+
+// open binds an RDS socket on s, closed at the end of the test.
+func open(t testing.TB, s side, ap netip.AddrPort, cfg *rdssock.Config) *rdssock.Conn {
+	t.Helper()
+	c, err := openErr(s, ap, cfg)
+	if err != nil {
+		t.Fatalf("Listen(%v) in the %s namespace: %v", ap, s, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func openErr(s side, ap netip.AddrPort, cfg *rdssock.Config) (*rdssock.Conn, error) {
+	var c2 rdssock.Config
+	if cfg != nil {
+		c2 = *cfg
+	}
+	if s == peer {
+		ns, err := vmtest.PeerNamespace()
+		if err != nil {
+			return nil, err
+		}
+		defer ns.Close()
+		c2.NetNS = ns.FD()
+	}
+	return rdssock.Listen(ap, &c2)
+}
+
+func (s side) String() string {
+	if s == peer {
+		return vmtest.PeerNamespaceName
+	}
+	return "initial"
+}
+
+// link returns the name of the TCP veth end in namespace s.
+func (s side) link() string {
+	if s == peer {
+		return vmtest.TCPPeerLink
+	}
+	return vmtest.TCPLink
+}
+
+// handles returns netlink handles of the initial and the peer namespace.
+func handles(t testing.TB) (init, peer *netlinkcfg.Handle) {
+	t.Helper()
+	cur, err := netlinkcfg.CurrentNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cur.Close() })
+	pns, err := vmtest.PeerNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pns.Close() })
+	hi, err := cur.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hi.Close)
+	hp, err := pns.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hp.Close)
+	return hi, hp
+}
+
+// ---- message format ----
+
+// A test message: magic, sender id, sequence number, payload length, then
+// the payload, then a CRC-32C of everything before it.
+const (
+	magic     = 0x524c4231 // "RLB1"
+	headerLen = 20
+	trailer   = 4
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// payloadSize picks a varied payload size: mostly small, some a few KiB,
+// a few spanning several TCP segments.
+func payloadSize(r *rand.Rand, max int) int {
+	switch x := r.IntN(100); {
+	case x < 70:
+		return r.IntN(512)
+	case x < 95:
+		return 512 + r.IntN(3584)
+	default:
+		return 4096 + r.IntN(max-4096+1)
+	}
+}
+
+// encode writes message (id, seq) with a random payload of n bytes into
+// buf and returns it.
+func encode(buf []byte, r *rand.Rand, id uint32, seq uint64, n int) []byte {
+	b := buf[:headerLen+n+trailer]
+	binary.BigEndian.PutUint32(b[0:], magic)
+	binary.BigEndian.PutUint32(b[4:], id)
+	binary.BigEndian.PutUint64(b[8:], seq)
+	binary.BigEndian.PutUint32(b[16:], uint32(n))
+	for i := headerLen; i < headerLen+n; i += 8 {
+		var w [8]byte
+		binary.LittleEndian.PutUint64(w[:], r.Uint64())
+		copy(b[i:headerLen+n], w[:])
+	}
+	binary.BigEndian.PutUint32(b[headerLen+n:], crc32.Checksum(b[:headerLen+n], castagnoli))
+	return b
+}
+
+// decode checks a received message and returns its sender id and sequence
+// number; ok is false when it is not an intact test message.
+func decode(b []byte) (id uint32, seq uint64, ok bool) {
+	if len(b) < headerLen+trailer || binary.BigEndian.Uint32(b) != magic {
+		return 0, 0, false
+	}
+	n := int(binary.BigEndian.Uint32(b[16:]))
+	if len(b) != headerLen+n+trailer {
+		return 0, 0, false
+	}
+	if crc32.Checksum(b[:headerLen+n], castagnoli) != binary.BigEndian.Uint32(b[headerLen+n:]) {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint64(b[8:]), true
+}
+
+// ---- receive-side bookkeeping ----
+
+// pairLog is what one receiver saw from one sender.
+type pairLog struct {
+	from     netip.AddrPort
+	seen     map[uint64]bool
+	order    []uint64 // sequence numbers in arrival order (first copies only)
+	maxSeen  int64
+	dup      int
+	reorder  int
+	arrivals []time.Time
+}
+
+// tracker records every message a set of receivers got.
+type tracker struct {
+	mu      sync.Mutex
+	pairs   map[uint32]*pairLog
+	corrupt int
+	stray   int // intact test messages from an unexpected sender address
+	notices int // 0-byte messages (notifications) seen by a receiver
+	last    time.Time
+}
+
+func newTracker() *tracker { return &tracker{pairs: make(map[uint32]*pairLog)} }
+
+// expect registers sender id sending from addr.
+func (tr *tracker) expect(id uint32, from netip.AddrPort) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.pairs[id] = &pairLog{from: from, seen: make(map[uint64]bool), maxSeen: -1}
+}
+
+// record accounts one received message.
+func (tr *tracker) record(b []byte, from netip.AddrPort) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	now := time.Now()
+	tr.last = now
+	if len(b) == 0 {
+		tr.notices++
+		return
+	}
+	id, seq, ok := decode(b)
+	if !ok {
+		tr.corrupt++
+		return
+	}
+	p := tr.pairs[id]
+	if p == nil || p.from != from {
+		tr.stray++
+		return
+	}
+	if p.seen[seq] {
+		p.dup++
+		return
+	}
+	p.seen[seq] = true
+	p.order = append(p.order, seq)
+	p.arrivals = append(p.arrivals, now)
+	if int64(seq) < p.maxSeen {
+		p.reorder++
+	} else {
+		p.maxSeen = int64(seq)
+	}
+}
+
+// unique returns how many distinct messages arrived from all senders.
+func (tr *tracker) unique() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, p := range tr.pairs {
+		n += len(p.seen)
+	}
+	return n
+}
+
+// receive reads from c into tr until stop is closed. Read errors other
+// than timeouts are sent to errc.
+func receive(c *rdssock.Conn, tr *tracker, stop <-chan struct{}, errc chan<- error) {
+	buf := make([]byte, 1<<17)
+	for {
+		select {
+		case <-stop:
+			errc <- nil
+			return
+		default:
+		}
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		n, _, _, from, err := c.ReadMsg(buf, nil)
+		if err != nil {
+			if isTimeout(err) {
+				continue
+			}
+			errc <- fmt.Errorf("receiver %v: %w", c.LocalAddrPort(), err)
+			return
+		}
+		tr.record(buf[:n], from)
+	}
+}
+
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// ---- senders ----
+
+// sender is one sending socket and what it managed to send.
+type sender struct {
+	id        uint32
+	c         *rdssock.Conn
+	to        netip.AddrPort
+	count     int // messages to send
+	maxSize   int // largest payload
+	sent      int // distinct messages attempted
+	accepted  int // WriteMsg succeeded (sequence numbers 0..accepted-1)
+	congested int // ErrCongested results (each retried)
+	err       error
+	// pause, if set, is called before each message; the link tests use
+	// it to inject a fault after a number of messages.
+	pause func(seq int)
+}
+
+// run sends s.count numbered messages. A congested destination is retried
+// with the same sequence number after a short sleep. It stops at the first
+// other error.
+func (s *sender) run() {
+	r := rand.New(rand.NewPCG(uint64(s.id), 0x5eed))
+	buf := make([]byte, headerLen+s.maxSize+trailer)
+	for seq := 0; seq < s.count; seq++ {
+		if s.pause != nil {
+			s.pause(seq)
+		}
+		msg := encode(buf, r, s.id, uint64(seq), payloadSize(r, s.maxSize))
+		s.sent++
+		for {
+			s.c.SetWriteDeadline(time.Now().Add(90 * time.Second))
+			_, err := s.c.WriteMsg(msg, nil, s.to)
+			if err == nil {
+				s.accepted++
+				break
+			}
+			if errors.Is(err, rdssock.ErrCongested) {
+				s.congested++
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			s.err = fmt.Errorf("sender %d (%v -> %v), message %d: %w", s.id, s.c.LocalAddrPort(), s.to, seq, err)
+			return
+		}
+	}
+}
+
+// ---- results ----
+
+// result sums a run up in the RELIABILITY line's terms.
+type result struct {
+	sent, accepted, received, dup, reordered, corrupt, lost int
+	unexpected                                              int // delivered but never accepted, or from nowhere
+}
+
+// tally compares what the senders had accepted with what tr saw.
+func tally(tr *tracker, senders []*sender) result {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var r result
+	for _, s := range senders {
+		r.sent += s.sent
+		r.accepted += s.accepted
+		p := tr.pairs[s.id]
+		if p == nil {
+			r.lost += s.accepted
+			continue
+		}
+		r.dup += p.dup
+		r.reordered += p.reorder
+		for seq := range p.seen {
+			if seq < uint64(s.accepted) {
+				r.received++
+			} else {
+				r.unexpected++
+			}
+		}
+		r.lost += s.accepted - minInt(s.accepted, countBelow(p.seen, s.accepted))
+	}
+	r.corrupt = tr.corrupt
+	r.unexpected += tr.stray
+	return r
+}
+
+func countBelow(seen map[uint64]bool, n int) int {
+	c := 0
+	for seq := range seen {
+		if seq < uint64(n) {
+			c++
+		}
+	}
+	return c
+}
+
+func minInt(a, b int) int {
+	if a < b {
+		return a
+	}
+	return b
+}
+
+// clean reports whether r shows exactly-once, in-order, intact delivery
+// of everything accepted.
+func (r result) clean() bool {
+	return r.lost == 0 && r.dup == 0 && r.reordered == 0 && r.corrupt == 0 && r.unexpected == 0 && r.received == r.accepted
+}
+
+// logLine writes the RELIABILITY summary line for one fault.
+func logLine(t testing.TB, fault string, r result, outcome string) {
+	t.Helper()
+	outcome = strings.ReplaceAll(outcome, "|", "/")
+	t.Logf("RELIABILITY|%s|kernel=%s|sent=%d|accepted=%d|received=%d|dup=%d|reordered=%d|corrupt=%d|lost=%d|outcome=%s",
+		fault, vmtest.KernelRelease(), r.sent, r.accepted, r.received, r.dup, r.reordered, r.corrupt, r.lost, outcome)
+}
+
+// ---- flows ----
+
+// flow is a set of senders feeding receivers, all tracked by one tracker.
+type flow struct {
+	t         testing.TB
+	tr        *tracker
+	receivers []*rdssock.Conn
+	senders   []*sender
+}
+
+func newFlow(t testing.TB) *flow { return &flow{t: t, tr: newTracker()} }
+
+// receiver adds a receiving socket bound on s at addr.
+func (f *flow) receiver(s side, addr netip.Addr, cfg *rdssock.Config) *rdssock.Conn {
+	c := open(f.t, s, netip.AddrPortFrom(addr, port()), cfg)
+	f.receivers = append(f.receivers, c)
+	return c
+}
+
+// sender adds a sender bound on s at addr that sends count messages to to.
+func (f *flow) sender(s side, addr netip.Addr, to *rdssock.Conn, count, maxSize int, cfg *rdssock.Config) *sender {
+	c := open(f.t, s, netip.AddrPortFrom(addr, port()), cfg)
+	sn := &sender{id: uint32(len(f.senders) + 1), c: c, to: to.LocalAddrPort(), count: count, maxSize: maxSize}
+	f.tr.expect(sn.id, c.LocalAddrPort())
+	f.senders = append(f.senders, sn)
+	return sn
+}
+
+// run starts the receivers, runs all senders to completion, then waits up
+// to drain for every accepted message to arrive. It returns the tally and
+// the time the senders took.
+func (f *flow) run(drain time.Duration) (result, time.Duration) {
+	t := f.t
+	t.Helper()
+	stop := make(chan struct{})
+	errc := make(chan error, len(f.receivers))
+	for _, c := range f.receivers {
+		go receive(c, f.tr, stop, errc)
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, s := range f.senders {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.run() }()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	accepted := 0
+	for _, s := range f.senders {
+		accepted += s.accepted
+		if s.err != nil {
+			t.Errorf("%v", s.err)
+		}
+	}
+	deadline := time.Now().Add(drain)
+	for f.tr.unique() < accepted && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A short grace period shows duplicates that trail the last message.
+	time.Sleep(100 * time.Millisecond)
+	close(stop)
+	for range f.receivers {
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	}
+	return tally(f.tr, f.senders), took
+}
+
+// ---- kernel counters ----
+
+// counters reads the global RDS counters (RDS_INFO_COUNTERS) through c.
+func counters(t testing.TB, c *rdssock.Conn) map[string]uint64 {
+	t.Helper()
+	cs, err := c.Counters()
+	if err != nil {
+		t.Fatalf("Counters: %v", err)
+	}
+	m := make(map[string]uint64, len(cs))
+	for _, x := range cs {
+		m[x.Name] = x.Value
+	}
+	return m
+}
+
+// delta returns after[name]-before[name], failing when the counter is
+// missing.
+func delta(t testing.TB, before, after map[string]uint64, name string) int {
+	t.Helper()
+	a, ok1 := after[name]
+	b, ok2 := before[name]
+	if !ok1 || !ok2 {
+		t.Fatalf("kernel has no RDS counter %q", name)
+	}
+	return int(a - b)
+}
+
+// nonZeroDeltas lists the counters that changed, for logs.
+func nonZeroDeltas(before, after map[string]uint64) string {
+	var b strings.Builder
+	for _, name := range counterOrder(after) {
+		if d := after[name] - before[name]; d != 0 {
+			fmt.Fprintf(&b, " %s=%d", name, d)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+func counterOrder(m map[string]uint64) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	// Simple insertion sort: a few dozen names.
+	for i := 1; i < len(names); i++ {
+		for j := i; j > 0 && names[j] < names[j-1]; j-- {
+			names[j], names[j-1] = names[j-1], names[j]
+		}
+	}
+	return names
+}
+
+// ---- connection warm-up ----
+
+// ping sends RDS pings from c to the kernel at dst (port 0) until one is
+// answered, which means the RDS/TCP connection between the two addresses
+// is up in both namespaces.
+func ping(t testing.TB, c *rdssock.Conn, dst netip.Addr) {
+	t.Helper()
+	buf := make([]byte, 64)
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := c.WriteMsg(nil, nil, netip.AddrPortFrom(dst, 0)); err != nil {
+			t.Fatalf("ping %v from %v: %v", dst, c.LocalAddrPort(), err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		n, _, _, from, err := c.ReadMsg(buf, nil)
+		if err == nil && n == 0 && from.Addr() == dst && from.Port() == 0 {
+			c.SetReadDeadline(time.Time{})
+			return
+		}
+		if err != nil && !isTimeout(err) {
+			t.Fatalf("ping reply on %v: %v", c.LocalAddrPort(), err)
+		}
+	}
+	t.Fatalf("no RDS ping reply from %v to %v within 20s", dst, c.LocalAddrPort())
+}
+
+// warmUp brings up the RDS/TCP connections of the topology, IPv4 and
+// IPv6, in both directions.
+func warmUp(t testing.TB) {
+	t.Helper()
+	for _, p := range []struct {
+		s        side
+		from, to netip.Addr
+	}{
+		{local, vmtest.TCPLocal4, vmtest.TCPPeer4},
+		{peer, vmtest.TCPPeer4, vmtest.TCPLocal4},
+		{local, vmtest.TCPLocal6, vmtest.TCPPeer6},
+		{peer, vmtest.TCPPeer6, vmtest.TCPLocal6},
+	} {
+		c := open(t, p.s, netip.AddrPortFrom(p.from, port()), nil)
+		ping(t, c, p.to)
+		c.Close()
+	}
+}
+
+// connFlags returns the flags of the RDS connection l -> r in c's
+// namespace (RDS6_INFO_CONNECTIONS), and whether there is one.
+func connFlags(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (uint8, bool) {
+	t.Helper()
+	conns, err := c.Connections6()
+	if err != nil {
+		t.Fatalf("Connections6: %v", err)
+	}
+	for _, x := range conns {
+		if x.Local.Unmap() == l && x.Remote.Unmap() == r {
+			return x.Flags, true
+		}
+	}
+	return 0, false
+}
+
+// tcpStats reads the TCP counters of namespace s from
+// /proc/thread-self/net/snmp (Tcp) and netstat (TcpExt), keyed
+// "Tcp.RetransSegs", "TcpExt.TCPOFOQueue" and so on.
+func tcpStats(t testing.TB, s side) map[string]int64 {
+	t.Helper()
+	m := make(map[string]int64)
+	read := func() error {
+		for _, f := range []string{"/proc/thread-self/net/snmp", "/proc/thread-self/net/netstat"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			for i := 0; i+1 < len(lines); i += 2 {
+				names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+				if len(names) != len(values) || len(names) == 0 {
+					continue
+				}
+				prefix := strings.TrimSuffix(names[0], ":")
+				if prefix != "Tcp" && prefix != "TcpExt" {
+					continue
+				}
+				for j := 1; j < len(names); j++ {
+					var v int64
+					fmt.Sscan(values[j], &v)
+					m[prefix+"."+names[j]] = v
+				}
+			}
+		}
+		return nil
+	}
+	var err error
+	if s == peer {
+		err = vmtest.InPeerNamespace(read)
+	} else {
+		err = read()
+	}
+	if err != nil {
+		t.Fatalf("read TCP counters of the %s namespace: %v", s, err)
+	}
+	return m
+}
+
+// tcpDelta sums the change of a TCP counter over both namespaces.
+func tcpDelta(before, after [2]map[string]int64, name string) int64 {
+	return after[0][name] - before[0][name] + after[1][name] - before[1][name]
+}
+
+func tcpBoth(t testing.TB) [2]map[string]int64 {
+	return [2]map[string]int64{tcpStats(t, local), tcpStats(t, peer)}
+}
