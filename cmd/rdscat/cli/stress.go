@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/cmd/rdscat/internal/hist"
+	"github.com/go-rds/rds/rdmaops"
 	"github.com/go-rds/rds/rdssock"
 )
 
@@ -36,6 +37,18 @@ Modes:
   oneway  the sender streams messages of -size bytes with no answers,
           retrying while the receiver's port is congested
 
+RDMA mode (-rdma write or -rdma read, instead of -mode; RDS/IB addresses
+only): the receiver registers -depth buffers of -rdma-size bytes per sender
+task once, at warm-up, from a pool, and sends their cookies; each sender
+task keeps up to -depth RDMA WRITEs into (or READs from) them in flight,
+each with immediate data and a completion notice tracked by a barrier
+token. The receiver hands a buffer back with a credit when its immediate
+data arrives. Latency is from issuing an operation to its completion
+notice; the summary counts completions by status. -verify fills every
+transfer with a pattern and checks the landed bytes (the receiver checks
+WRITEs, the sender READs). Keep -rdma-size modest on Soft-RoCE (transfers
+of 32 KiB and more were seen to stall rxe).
+
 At the end each sender task tells the receiver how many messages it sent
 and the receiver answers how many it counted; the summary shows both and
 stress exits 1 if they differ. Latency percentiles come from a log-linear
@@ -50,9 +63,11 @@ Examples:
   rdscat stress -to 10.0.0.2:4000 -mode oneway -size 64k -json
   rdscat stress -listen 127.0.0.1:4000 -to 127.0.0.1:4000 -duration 3s
   rdscat stress -listen 10.0.0.2:4000 -listen-netns peer -to 10.0.0.2:4000 -from 10.0.0.1
-  rdscat stress -listen 10.0.0.2:4000 -once -json               receive one run, then exit`,
+  rdscat stress -listen 10.0.0.2:4000 -once -json               receive one run, then exit
+  rdscat stress -listen 10.22.0.2:4000 -to 10.22.0.2:4000 -from 10.22.0.1 -rdma write -rdma-size 16k -depth 8 -verify
+  rdscat stress -to 10.22.0.2:4000 -rdma read -rdma-size 4k -tasks 2 -duration 10s -json`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
-			o := &stressOpts{size: 1024, ackSize: stressHeader}
+			o := &stressOpts{size: 1024, ackSize: stressHeader, rdmaSize: 4096, fs: fs}
 			o.register(fs)
 			return o.run
 		},
@@ -78,6 +93,10 @@ type stressOpts struct {
 	once        bool
 	json        bool
 	quiet       bool
+	rdma        string
+	rdmaSize    sizeValue
+	verify      bool
+	fs          *flag.FlagSet
 }
 
 func (o *stressOpts) register(fs *flag.FlagSet) {
@@ -99,6 +118,9 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.once, "once", false, "receiver: exit after the first sender run has finished")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.quiet, "q", false, "no live line even on a terminal")
+	fs.StringVar(&o.rdma, "rdma", "", "RDMA mode instead of -mode: `write` or read with immediate data (RDS/IB only)")
+	fs.Var(&o.rdmaSize, "rdma-size", "bytes per RDMA operation in RDMA mode (`BYTES`, 1 to 1m)")
+	fs.BoolVar(&o.verify, "verify", false, "RDMA mode: fill each transfer with a pattern and check the landed bytes")
 }
 
 // The stress wire format: a fixed header at the start of every message,
@@ -162,25 +184,26 @@ type stressReport struct {
 }
 
 type senderReport struct {
-	Mode            string         `json:"mode"`
-	Source          string         `json:"source"`
-	Dest            string         `json:"dest"`
-	Transport       string         `json:"transport"`
-	Tasks           int            `json:"tasks"`
-	Depth           int            `json:"depth"`
-	Size            int            `json:"size"`
-	AckSize         int            `json:"ack_size,omitempty"`
-	Seconds         float64        `json:"seconds"`
-	Sent            uint64         `json:"sent"`
-	SentBytes       uint64         `json:"sent_bytes"`
-	Acked           uint64         `json:"acked"`
-	ReceiverCounted uint64         `json:"receiver_counted"`
-	CountsMatch     bool           `json:"counts_match"`
-	Congested       uint64         `json:"congested_retries"`
-	Errors          uint64         `json:"errors"`
-	MsgsPerSec      float64        `json:"msgs_per_sec"`
-	MBPerSec        float64        `json:"mb_per_sec"`
-	Latency         *latencyReport `json:"latency_us,omitempty"`
+	Mode            string            `json:"mode"`
+	Source          string            `json:"source"`
+	Dest            string            `json:"dest"`
+	Transport       string            `json:"transport"`
+	Tasks           int               `json:"tasks"`
+	Depth           int               `json:"depth"`
+	Size            int               `json:"size"`
+	AckSize         int               `json:"ack_size,omitempty"`
+	Seconds         float64           `json:"seconds"`
+	Sent            uint64            `json:"sent"`
+	SentBytes       uint64            `json:"sent_bytes"`
+	Acked           uint64            `json:"acked"`
+	ReceiverCounted uint64            `json:"receiver_counted"`
+	CountsMatch     bool              `json:"counts_match"`
+	Congested       uint64            `json:"congested_retries"`
+	Errors          uint64            `json:"errors"`
+	MsgsPerSec      float64           `json:"msgs_per_sec"`
+	MBPerSec        float64           `json:"mb_per_sec"`
+	Latency         *latencyReport    `json:"latency_us,omitempty"`
+	RDMA            *rdmaSenderReport `json:"rdma,omitempty"`
 }
 
 type latencyReport struct {
@@ -196,18 +219,19 @@ type latencyReport struct {
 }
 
 type receiverReport struct {
-	Address       string  `json:"address"`
-	Transport     string  `json:"transport"`
-	Seconds       float64 `json:"seconds"`
-	Received      uint64  `json:"received"`
-	ReceivedBytes uint64  `json:"received_bytes"`
-	Acks          uint64  `json:"acks_sent"`
-	Runs          int     `json:"runs"`
-	TasksFinished int     `json:"tasks_finished"`
-	SeqErrors     uint64  `json:"seq_errors"`
-	Foreign       uint64  `json:"foreign"`
-	MsgsPerSec    float64 `json:"msgs_per_sec"`
-	MBPerSec      float64 `json:"mb_per_sec"`
+	Address       string              `json:"address"`
+	Transport     string              `json:"transport"`
+	Seconds       float64             `json:"seconds"`
+	Received      uint64              `json:"received"`
+	ReceivedBytes uint64              `json:"received_bytes"`
+	Acks          uint64              `json:"acks_sent"`
+	Runs          int                 `json:"runs"`
+	TasksFinished int                 `json:"tasks_finished"`
+	SeqErrors     uint64              `json:"seq_errors"`
+	Foreign       uint64              `json:"foreign"`
+	MsgsPerSec    float64             `json:"msgs_per_sec"`
+	MBPerSec      float64             `json:"mb_per_sec"`
+	RDMA          *rdmaReceiverReport `json:"rdma,omitempty"`
 }
 
 func (o *stressOpts) run(e *env, args []string) error {
@@ -233,6 +257,9 @@ func (o *stressOpts) run(e *env, args []string) error {
 	case o.listenNetns != "" && (o.listen == "" || o.to == ""):
 		return usagef("-listen-netns is for running both ends in one process (-listen and -to)")
 	}
+	if err := o.checkRDMA(); err != nil {
+		return err
+	}
 	if err := checkMessageSize("-size", int(o.size)); err != nil {
 		return err
 	}
@@ -249,6 +276,13 @@ func (o *stressOpts) run(e *env, args []string) error {
 	if o.to != "" {
 		if dst, err = parseAddrPort("-to address", o.to); err != nil {
 			return err
+		}
+	}
+	if o.rdma != "" {
+		for _, a := range []netip.AddrPort{lap, dst} {
+			if a.IsValid() && a.Addr().Unmap().IsLoopback() {
+				return usagef("-rdma needs an IB address (RDS_TRANS_IB) on an RDMA device: %v is loopback, which RDS carries over its loop transport", a.Addr())
+			}
 		}
 	}
 
@@ -277,12 +311,17 @@ func (o *stressOpts) run(e *env, args []string) error {
 			return err
 		}
 		defer c.Close()
+		if o.rdma != "" {
+			if tr, err := c.Transport(); err != nil || tr != rdssock.TransportIB {
+				return rdmaTransportError(c.LocalAddrPort(), tr)
+			}
+		}
 		if o.ready != "" {
 			if err := writeFileAtomic(o.ready, c.LocalAddrPort().String()+"\n"); err != nil {
 				return err
 			}
 		}
-		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}}
+		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{}}
 		if o.to == "" {
 			tr, _ := c.Transport()
 			if !o.json {
@@ -347,7 +386,16 @@ func (o *stressOpts) run(e *env, args []string) error {
 		return rerr
 	}
 	if rep.Sender != nil && !rep.Sender.CountsMatch {
+		if rep.Sender.RDMA != nil {
+			return fmt.Errorf("the receiver counted %d RDMA operations but %d completed", rep.Sender.ReceiverCounted, rep.Sender.Acked)
+		}
 		return fmt.Errorf("the receiver counted %d messages but %d were sent", rep.Sender.ReceiverCounted, rep.Sender.Sent)
+	}
+	if s := rep.Sender; s != nil && s.RDMA != nil && (s.RDMA.VerifyErrors > 0 || s.RDMA.ReceiverVerifyErrors > 0) {
+		return fmt.Errorf("data verification failed: %d READs and %d WRITEs held the wrong bytes", s.RDMA.VerifyErrors, s.RDMA.ReceiverVerifyErrors)
+	}
+	if r := rep.Receiver; r != nil && r.RDMA != nil && r.RDMA.VerifyErrors > 0 {
+		return fmt.Errorf("data verification failed: %d RDMA WRITEs landed with the wrong bytes", r.RDMA.VerifyErrors)
 	}
 	return nil
 }
@@ -383,6 +431,7 @@ type recvRun struct {
 
 type receiver struct {
 	c     *rdssock.Conn
+	rc    *rdmaops.Conn // RDMA mode: registers the pools' buffers
 	once  bool
 	start time.Time
 
@@ -394,6 +443,8 @@ type receiver struct {
 	finished int
 	seqErrs  uint64
 	foreign  uint64
+	rdma     map[streamKey]*rdmaStream
+	rejected uint64
 	end      time.Time
 	allDone  chan struct{} // closed when the first run has finished
 	doneOnce sync.Once
@@ -416,6 +467,7 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration, st
 		r.mu.Lock()
 		r.end = time.Now()
 		r.mu.Unlock()
+		r.closeRDMA(nil)
 	}()
 	for {
 		n, _, _, from, err := r.c.ReadMsgContext(ctx, buf, nil)
@@ -443,6 +495,42 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration, st
 		}
 		key := streamKey{h.run, h.task, from}
 		switch h.typ {
+		case typeRDMAHello:
+			if err := r.rdmaHello(ctx, e, h, buf[:n], from); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("RDMA hello from %v: %w", from, err)
+			}
+		case typeRDMAImm:
+			known, err := r.rdmaImm(e, h, from)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("RDMA credit to %v: %w", from, err)
+			}
+			if !known {
+				r.mu.Lock()
+				r.foreign++
+				r.mu.Unlock()
+				continue
+			}
+			r.mu.Lock()
+			s := r.streams[key]
+			if s == nil {
+				s = &recvStream{}
+				r.streams[key] = s
+			}
+			if h.seq != s.next {
+				s.seqErrors++
+			}
+			s.next = h.seq + 1
+			s.count++
+			size := r.rdma[key].size
+			r.mu.Unlock()
+			r.msgs.Add(1)
+			r.bytes.Add(uint64(size))
 		case typeData, typeReq:
 			r.mu.Lock()
 			s := r.streams[key]
@@ -492,12 +580,17 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration, st
 				r.seqErrs += s.seqErrors
 			}
 			runDone := run.finished >= run.tasks
+			var badData int64
+			if st := r.rdma[key]; st != nil {
+				badData = int64(st.badData)
+			}
 			r.mu.Unlock()
-			a := stressHdr{typ: typeFinAck, task: h.task, run: h.run, seq: counted, aux: uint32(min(errs, 1<<32-1))}
+			a := stressHdr{typ: typeFinAck, task: h.task, run: h.run, seq: counted, aux: uint32(min(errs, 1<<32-1)), ts: badData}
 			a.put(ack)
 			if err := sendRetry(e, r.c, ack[:stressHeader], from, 10*time.Second); err != nil {
 				return fmt.Errorf("count to %v: %w", from, err)
 			}
+			r.closeRDMA(&key) // the sender's operations are all complete
 			if runDone && r.once {
 				r.doneOnce.Do(func() { close(r.allDone) })
 				// The fin acks must reach the senders before the socket
@@ -545,6 +638,7 @@ func (r *receiver) report() *receiverReport {
 		TasksFinished: r.finished,
 		SeqErrors:     r.seqErrs,
 		Foreign:       r.foreign,
+		RDMA:          r.rdmaReport(),
 	}
 	if secs > 0 {
 		rep.MsgsPerSec = float64(rep.Received) / secs
@@ -563,6 +657,7 @@ type senderTask struct {
 	acked   atomic.Uint64
 	counted uint64
 	finAck  chan stressHdr
+	rdma    *rdmaTask // RDMA mode
 }
 
 type sender struct {
@@ -605,7 +700,14 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 			s.close()
 			return nil, err
 		}
-		s.tasks = append(s.tasks, &senderTask{id: uint16(i), c: c, hist: hist.New(7), finAck: make(chan stressHdr, 1)})
+		t := &senderTask{id: uint16(i), c: c, hist: hist.New(7), finAck: make(chan stressHdr, 1)}
+		s.tasks = append(s.tasks, t)
+		if o.rdma != "" {
+			if err := o.newRDMATask(s, t); err != nil {
+				s.close()
+				return nil, err
+			}
+		}
 	}
 	return s, nil
 }
@@ -613,6 +715,9 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 func (s *sender) close() {
 	for _, t := range s.tasks {
 		t.c.Close()
+		if t.rdma != nil {
+			t.rdma.close()
+		}
 	}
 }
 
@@ -626,6 +731,10 @@ func (s *sender) run(ctx context.Context, e *env) error {
 	}
 	errc := make(chan error, len(s.tasks))
 	for _, t := range s.tasks {
+		if t.rdma != nil {
+			go func() { errc <- s.runRDMATask(ctx, sendCtx, e, t) }()
+			continue
+		}
 		go func() { errc <- s.runTask(ctx, sendCtx, e, t) }()
 	}
 	var first error
@@ -713,8 +822,15 @@ loop:
 			}
 		}
 	}
+	return s.finish(ctx, e, t, t.sent, readerDone)
+}
+
+// finish tells the receiver that task t is done after sent messages, and
+// waits for its count.
+func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64, readerDone chan error) error {
+	o := s.o
 	fin := make([]byte, stressHeader)
-	h := stressHdr{typ: typeFin, task: t.id, run: s.runID, seq: t.sent, aux: uint32(len(s.tasks))}
+	h := stressHdr{typ: typeFin, task: t.id, run: s.runID, seq: sent, aux: uint32(len(s.tasks))}
 	h.put(fin)
 	if err := sendRetry(e, t.c, fin, s.dst, o.timeout); err != nil {
 		return fmt.Errorf("task %d: send count: %w", t.id, err)
@@ -820,6 +936,9 @@ func (s *sender) report() *senderReport {
 		h.Merge(t.hist)
 	}
 	rep.CountsMatch = rep.ReceiverCounted == rep.Sent
+	if o.rdma != "" {
+		s.rdmaReport(rep)
+	}
 	end := time.Now()
 	if ns := s.end.Load(); ns != 0 {
 		end = time.Unix(0, ns)
@@ -840,30 +959,56 @@ func (s *sender) report() *senderReport {
 	return rep
 }
 
+// liveSnap is what the live line shows, read from the counters.
+type liveSnap struct {
+	sender, receiver                 bool
+	sent, sentBytes, inflight        uint64
+	congested, errs, recv, recvBytes uint64
+}
+
+func snapshot(s *sender, r *receiver) liveSnap {
+	var x liveSnap
+	if s != nil {
+		x.sender = true
+		x.sent, x.sentBytes, x.inflight = s.msgs.Load(), s.bytes.Load(), s.inflight.Load()
+		x.congested, x.errs = s.congested.Load(), s.errs.Load()
+	}
+	if r != nil {
+		x.receiver = true
+		x.recv, x.recvBytes = r.msgs.Load(), r.bytes.Load()
+	}
+	return x
+}
+
+// liveLine formats the line for second sec from the counters now (cur)
+// and a second ago (prev): rates over that second, in-flight and error
+// totals now.
+func liveLine(sec int, cur, prev liveSnap) string {
+	line := fmt.Sprintf("%4ds", sec)
+	if cur.sender {
+		line += fmt.Sprintf("  sent %8d msg/s %8.2f MB/s  in-flight %4d  congested %d  errors %d",
+			cur.sent-prev.sent, float64(cur.sentBytes-prev.sentBytes)/1e6, cur.inflight, cur.congested, cur.errs)
+	}
+	if cur.receiver {
+		line += fmt.Sprintf("  received %8d msg/s %8.2f MB/s", cur.recv-prev.recv, float64(cur.recvBytes-prev.recvBytes)/1e6)
+	}
+	return line
+}
+
 // liveLines prints one line per second while the run lasts.
 func liveLines(w io.Writer, s *sender, r *receiver, stop chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var lastMsgs, lastBytes, lastRecv, lastRecvBytes uint64
+	prev := snapshot(s, r)
 	for i := 1; ; i++ {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
 		}
-		line := fmt.Sprintf("%4ds", i)
-		if s != nil {
-			m, b := s.msgs.Load(), s.bytes.Load()
-			line += fmt.Sprintf("  sent %8d msg/s %8.2f MB/s  in-flight %4d  congested %d  errors %d",
-				m-lastMsgs, float64(b-lastBytes)/1e6, s.inflight.Load(), s.congested.Load(), s.errs.Load())
-			lastMsgs, lastBytes = m, b
-		}
-		if r != nil {
-			m, b := r.msgs.Load(), r.bytes.Load()
-			line += fmt.Sprintf("  received %8d msg/s %8.2f MB/s", m-lastRecv, float64(b-lastRecvBytes)/1e6)
-			lastRecv, lastRecvBytes = m, b
-		}
-		fmt.Fprintln(w, line)
+		cur := snapshot(s, r)
+		fmt.Fprintln(w, liveLine(i, cur, prev))
+		prev = cur
 	}
 }
 
@@ -891,6 +1036,9 @@ func printStress(w io.Writer, rep *stressReport) {
 		}
 		fmt.Fprintf(w, "  receiver  counted %d (%s)\n", s.ReceiverCounted, match)
 		fmt.Fprintf(w, "  congested %d retries, errors %d\n", s.Congested, s.Errors)
+		if r := s.RDMA; r != nil {
+			printRDMASender(w, s, r)
+		}
 		if l := s.Latency; l != nil {
 			fmt.Fprintf(w, "  latency   min %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s, stddev %s, %d samples)\n",
 				fmtUS(l.Min), fmtUS(l.P50), fmtUS(l.P90), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), fmtUS(l.Mean), fmtUS(l.StdDev), l.Count)
@@ -899,5 +1047,9 @@ func printStress(w io.Writer, rep *stressReport) {
 	if r := rep.Receiver; r != nil {
 		fmt.Fprintf(w, "receiver %s (%s): %d messages, %d bytes in %.2f s (%.0f msg/s, %.2f MB/s), %d acks sent, %d runs, %d tasks finished, %d sequence errors, %d foreign\n",
 			r.Address, r.Transport, r.Received, r.ReceivedBytes, r.Seconds, r.MsgsPerSec, r.MBPerSec, r.Acks, r.Runs, r.TasksFinished, r.SeqErrors, r.Foreign)
+		if x := r.RDMA; x != nil {
+			fmt.Fprintf(w, "  rdma      %d tasks, %d buffers, %d registrations, %d verified, %d verify errors, %d bogus, %d rejected\n",
+				x.Tasks, x.Buffers, x.Registrations, x.Verified, x.VerifyErrors, x.Bogus, x.Rejected)
+		}
 	}
 }

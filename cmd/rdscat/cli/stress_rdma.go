@@ -1,0 +1,779 @@
+package cli
+
+// The RDMA mode of stress (-rdma write|read).
+//
+// Each sender task says hello to the receiver with the operation, the
+// transfer size and its depth. The receiver answers by registering -depth
+// buffers of that size in an rdmaops.Pool, one registration message per
+// buffer carrying its cookie (RDS_CMSG_RDMA_DEST) and its index; that is
+// the warm-up, and the only registrations of the run. The sender then
+// issues RDMA WRITEs into (or READs from) those buffers, each with
+// NOTIFY_ME, a barrier token as user_token, and immediate data naming the
+// buffer. The receiver takes each immediate data message as "the transfer
+// into (out of) buffer i is done", checks the pattern if asked, returns
+// the buffer to its pool and grants one back with a credit message; the
+// cookie stays the same. The sender's local memory is -depth slots per
+// task, each free again when the kernel's completion status for its
+// operation arrives.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// Message types of the RDMA mode (the header is stressHdr).
+const (
+	typeRDMAHello  = 6  // sender → receiver: aux depth; body: op, verify, size
+	typeRDMABuf    = 7  // receiver → sender with RDMA_DEST: buffer seq is yours; aux its fill generation
+	typeRDMACredit = 8  // receiver → sender: buffer seq (same cookie) is yours again; aux generation
+	typeRDMAImm    = 9  // sender → receiver, immediate data: op seq done on buffer aux
+	typeRDMAReject = 10 // receiver → sender: no RDMA for you; body: the reason
+)
+
+// RDMA operations in the hello.
+const (
+	rdmaOpWrite = 1
+	rdmaOpRead  = 2
+)
+
+const (
+	helloLen = stressHeader + 8
+	// rdmaMemCap bounds the memory one side registers or pins for one
+	// run: -tasks × -depth × -rdma-size, each buffer rounded up to pages.
+	rdmaMemCap = 256 << 20
+	// rdmaMaxDepth is the most buffers a receiver registers for one task.
+	rdmaMaxDepth = 4096
+)
+
+func pageRound(n int) int {
+	ps := os.Getpagesize()
+	return (n + ps - 1) &^ (ps - 1)
+}
+
+// rdmaOpName is the -rdma value for a hello op.
+func rdmaOpName(op uint8) string {
+	if op == rdmaOpRead {
+		return "read"
+	}
+	return "write"
+}
+
+func putHello(b []byte, h stressHdr, op uint8, verify bool, size int) []byte {
+	b = b[:helloLen]
+	h.put(b)
+	b[32], b[33] = op, 0
+	if verify {
+		b[33] = 1
+	}
+	b[34], b[35] = 0, 0
+	binary.BigEndian.PutUint32(b[36:], uint32(size))
+	return b
+}
+
+func parseHello(b []byte) (op uint8, verify bool, size int, ok bool) {
+	if len(b) < helloLen {
+		return 0, false, 0, false
+	}
+	return b[32], b[33] == 1, int(binary.BigEndian.Uint32(b[36:])), true
+}
+
+// checkHello validates a hello's parameters on the receiver; it returns
+// the reason to reject it, or "".
+func checkHello(op uint8, size, depth int) string {
+	switch {
+	case op != rdmaOpWrite && op != rdmaOpRead:
+		return fmt.Sprintf("unknown RDMA operation %d", op)
+	case size < 1 || size > rdmaops.MaxTransfer:
+		return fmt.Sprintf("RDMA size %d: want 1 to %d bytes", size, rdmaops.MaxTransfer)
+	case depth < 1 || depth > rdmaMaxDepth:
+		return fmt.Sprintf("depth %d: want 1 to %d buffers", depth, rdmaMaxDepth)
+	case depth*pageRound(size) > rdmaMemCap:
+		return fmt.Sprintf("%d buffers of %d bytes exceed the receiver's limit of %d MiB per task", depth, size, rdmaMemCap>>20)
+	}
+	return ""
+}
+
+// ---- data pattern ----
+
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// rdmaSeed names the content of one transfer: a WRITE by its operation
+// number (kind 'w', a = seq), a READ source buffer by its index and fill
+// generation (kind 'r').
+func rdmaSeed(run uint32, task uint16, kind byte, a, b uint64) uint64 {
+	return mix64(uint64(run)<<32|uint64(task)<<8|uint64(kind)) ^ mix64(a<<24^b^0x6a09e667f3bcc908)
+}
+
+const patternStep = 0x9e3779b97f4a7c15
+
+// fillRDMA writes the pattern of seed into b: 64-bit words counting up
+// from seed in steps of patternStep, so every word depends on its position.
+func fillRDMA(b []byte, seed uint64) {
+	w, i := seed, 0
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], w)
+		w += patternStep
+	}
+	for j := 0; i < len(b); i, j = i+1, j+1 {
+		b[i] = byte(w >> (8 * j))
+	}
+}
+
+// checkRDMA reports whether b holds the pattern of seed.
+func checkRDMA(b []byte, seed uint64) bool {
+	w, i := seed, 0
+	for ; i+8 <= len(b); i += 8 {
+		if binary.LittleEndian.Uint64(b[i:]) != w {
+			return false
+		}
+		w += patternStep
+	}
+	for j := 0; i < len(b); i, j = i+1, j+1 {
+		if b[i] != byte(w>>(8*j)) {
+			return false
+		}
+	}
+	return true
+}
+
+// rdmaTransportError explains that an address does not use RDS/IB.
+func rdmaTransportError(ap netip.AddrPort, tr rdssock.Transport) error {
+	return fmt.Errorf("%v uses the %v transport: RDMA needs an IB address (RDS_TRANS_IB): %w (give an address on an RDMA device: InfiniBand, RoCE or a Soft-RoCE rxe link)", ap, tr, rdssock.ErrTransportUnavailable)
+}
+
+// ---- receiver ----
+
+// rdmaStream is the receiver's state for one sender task in RDMA mode.
+type rdmaStream struct {
+	pool     *rdmaops.Pool
+	op       uint8
+	size     int
+	verify   bool
+	gen      uint32 // fill generation of the READ source buffers
+	buffers  int
+	regs     uint64 // pool registrations, once the pool is closed
+	verified uint64
+	badData  uint64
+	bogus    uint64 // immediate data naming a buffer that was not lent
+}
+
+// stressRegistrar registers pool buffers for one sender task: each
+// registration is announced by a typeRDMABuf message with the buffer's
+// index. For READ tests it first fills the buffer with the pattern the
+// sender will check.
+type stressRegistrar struct {
+	c      *rdmaops.Conn
+	to     netip.AddrPort
+	hdr    stressHdr
+	stride int
+	st     *rdmaStream
+	mu     sync.Mutex
+	mrs    map[cmsg.Cookie]*rdmaops.MR
+}
+
+func (g *stressRegistrar) Register(ctx context.Context, s rdmaops.Span, flags cmsg.Flags) (cmsg.Cookie, error) {
+	idx := s.Offset() / g.stride
+	h := g.hdr
+	h.typ, h.seq = typeRDMABuf, uint64(idx)
+	if g.st.op == rdmaOpRead {
+		g.st.gen++
+		h.aux = g.st.gen
+		fillRDMA(s.Bytes(), rdmaSeed(h.run, h.task, 'r', uint64(idx), uint64(h.aux)))
+	}
+	var b [stressHeader]byte
+	h.put(b[:])
+	mr, err := g.c.Register(ctx, s, flags, g.to, b[:])
+	if err != nil {
+		return 0, err
+	}
+	g.mu.Lock()
+	g.mrs[mr.Cookie()] = mr
+	g.mu.Unlock()
+	return mr.Cookie(), nil
+}
+
+func (g *stressRegistrar) Deregister(ck cmsg.Cookie, flags cmsg.Flags) error {
+	g.mu.Lock()
+	mr := g.mrs[ck]
+	delete(g.mrs, ck)
+	g.mu.Unlock()
+	if mr == nil {
+		return rdmaops.ErrFreed
+	}
+	return mr.FreeFlags(flags)
+}
+
+// rdmaHello sets up the buffers for a sender task, or tells it why not.
+// Only a failure to answer is returned as an error.
+func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []byte, from netip.AddrPort) error {
+	key := streamKey{h.run, h.task, from}
+	r.mu.Lock()
+	_, dup := r.rdma[key]
+	r.mu.Unlock()
+	if dup {
+		return nil
+	}
+	op, verify, size, ok := parseHello(body)
+	reason := "malformed hello"
+	if ok {
+		reason = checkHello(op, size, int(h.aux))
+	}
+	if reason == "" {
+		if tr, err := r.c.Transport(); err != nil || tr != rdssock.TransportIB {
+			reason = fmt.Sprintf("the receiver's address %v uses the %v transport: RDMA needs an IB address (RDS_TRANS_IB)", r.c.LocalAddrPort(), tr)
+		}
+	}
+	st := &rdmaStream{op: op, size: size, verify: verify, buffers: int(h.aux)}
+	if reason == "" {
+		if r.rc == nil {
+			r.rc = rdmaops.New(r.c, nil, nil)
+		}
+		reg := &stressRegistrar{c: r.rc, to: from, hdr: stressHdr{task: h.task, run: h.run}, stride: pageRound(size), st: st, mrs: map[cmsg.Cookie]*rdmaops.MR{}}
+		flags := cmsg.Flags(0)
+		if op == rdmaOpWrite {
+			flags = cmsg.FlagReadWrite
+		}
+		pool, err := rdmaops.NewPool(ctx, reg, st.buffers, size, flags)
+		if err != nil {
+			reason = fmt.Sprintf("registering %d buffers of %d bytes failed: %v", st.buffers, size, err)
+		} else {
+			st.pool = pool
+			// Every buffer is lent to the sender: its cookie is out.
+			for range st.buffers {
+				if pool.TryGet() == nil {
+					reason = "the buffer pool came up short"
+					break
+				}
+			}
+		}
+	}
+	if reason != "" {
+		r.mu.Lock()
+		r.rejected++
+		r.mu.Unlock()
+		if st.pool != nil {
+			st.pool.Close()
+		}
+		msg := make([]byte, stressHeader, stressHeader+len(reason))
+		(&stressHdr{typ: typeRDMAReject, task: h.task, run: h.run}).put(msg)
+		msg = append(msg, reason...)
+		if len(msg) > 4000 {
+			msg = msg[:4000]
+		}
+		return sendRetry(e, r.c, msg, from, 10*time.Second)
+	}
+	r.mu.Lock()
+	r.rdma[key] = st
+	r.mu.Unlock()
+	return nil
+}
+
+// rdmaImm handles the immediate data of one RDMA operation: the buffer it
+// names is done with; check it, return it to the pool and grant one back.
+// It reports whether the message belonged to a known stream.
+func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, error) {
+	key := streamKey{h.run, h.task, from}
+	r.mu.Lock()
+	st := r.rdma[key]
+	r.mu.Unlock()
+	if st == nil || st.pool == nil {
+		return false, nil
+	}
+	b := st.pool.Buffer(int(h.aux))
+	if b == nil || b.State() != rdmaops.InTransmission {
+		r.mu.Lock()
+		st.bogus++
+		r.mu.Unlock()
+		return true, nil
+	}
+	if st.op == rdmaOpWrite {
+		if err := b.Landed(); err != nil {
+			return true, err
+		}
+		if st.verify {
+			ok := checkRDMA(b.Bytes(), rdmaSeed(h.run, h.task, 'w', h.seq, 0))
+			r.mu.Lock()
+			if ok {
+				st.verified++
+			} else {
+				st.badData++
+			}
+			r.mu.Unlock()
+		}
+	}
+	if err := b.Release(); err != nil {
+		return true, err
+	}
+	nb := st.pool.TryGet()
+	if nb == nil {
+		return true, errors.New("RDMA buffer pool empty after a release")
+	}
+	c := stressHdr{typ: typeRDMACredit, task: h.task, run: h.run, seq: uint64(nb.Index())}
+	if st.op == rdmaOpRead {
+		st.gen++
+		c.aux = st.gen
+		fillRDMA(nb.Bytes(), rdmaSeed(h.run, h.task, 'r', uint64(nb.Index()), uint64(c.aux)))
+	}
+	var msg [stressHeader]byte
+	c.put(msg[:])
+	return true, sendRetry(e, r.c, msg[:], from, 10*time.Second)
+}
+
+// closeRDMA frees the buffers of one stream (its sender is done with
+// them), or of all streams when key is nil.
+func (r *receiver) closeRDMA(key *streamKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, st := range r.rdma {
+		if (key != nil && k != *key) || st.pool == nil {
+			continue
+		}
+		st.regs = st.pool.Stats().Registrations
+		st.pool.Close()
+		st.pool = nil
+	}
+}
+
+// rdmaReport sums the RDMA streams; nil if there were none.
+func (r *receiver) rdmaReport() *rdmaReceiverReport {
+	if len(r.rdma) == 0 && r.rejected == 0 {
+		return nil
+	}
+	rep := &rdmaReceiverReport{Rejected: r.rejected}
+	for _, st := range r.rdma {
+		rep.Tasks++
+		rep.Buffers += uint64(st.buffers)
+		regs := st.regs
+		if st.pool != nil {
+			regs = st.pool.Stats().Registrations
+		}
+		rep.Registrations += regs
+		rep.Verified += st.verified
+		rep.VerifyErrors += st.badData
+		rep.Bogus += st.bogus
+	}
+	return rep
+}
+
+// rdmaReceiverReport is the receiver's RDMA part of the JSON summary.
+type rdmaReceiverReport struct {
+	Tasks         int    `json:"tasks"`
+	Buffers       uint64 `json:"buffers"`       // registered at warm-up, over all tasks
+	Registrations uint64 `json:"registrations"` // all registrations made: equal to buffers when none happened after warm-up
+	Verified      uint64 `json:"verified"`      // WRITEs whose landed bytes held the expected pattern
+	VerifyErrors  uint64 `json:"verify_errors"` // WRITEs whose landed bytes did not
+	Bogus         uint64 `json:"bogus"`         // immediate data naming a buffer not lent out
+	Rejected      uint64 `json:"rejected"`      // hellos refused
+}
+
+// ---- sender ----
+
+// rdmaSlot is one local buffer of a sender task and the operation using it.
+type rdmaSlot struct {
+	slot int
+	span [1]rdmaops.Span
+	idx  int    // the receiver's buffer
+	gen  uint32 // its fill generation (READ)
+	seq  uint64
+	ts   int64
+}
+
+type rdmaCredit struct {
+	idx    int
+	cookie cmsg.Cookie
+	gen    uint32
+}
+
+// rdmaTask is a sender task's RDMA state.
+type rdmaTask struct {
+	rc       *rdmaops.Conn
+	region   *rdmaops.Region
+	slots    []rdmaSlot
+	free     chan int
+	credits  chan rdmaCredit
+	reject   chan string
+	fail     chan struct{} // closed at the first failed operation
+	failOnce sync.Once
+	status   [barrier.Unknown + 1]atomic.Uint64
+
+	verified, badData atomic.Uint64
+	remoteBad         uint64 // the receiver's verify errors, from its count
+}
+
+// rdmaSenderReport is the sender's RDMA part of the JSON summary.
+type rdmaSenderReport struct {
+	Op                   string            `json:"op"`
+	Size                 int               `json:"size"`
+	Verify               bool              `json:"verify"`
+	Status               map[string]uint64 `json:"status"`                 // completions by barrier status
+	Verified             uint64            `json:"verified"`               // READs whose bytes held the receiver's pattern
+	VerifyErrors         uint64            `json:"verify_errors"`          // READs whose bytes did not
+	ReceiverVerifyErrors uint64            `json:"receiver_verify_errors"` // WRITEs the receiver found wrong
+	Registrations        uint64            `json:"registrations"`          // made by the sender (none expected)
+}
+
+func (o *stressOpts) newRDMATask(s *sender, t *senderTask) error {
+	stride := pageRound(int(o.rdmaSize))
+	region, err := rdmaops.NewRegion(o.depth * stride)
+	if err != nil {
+		return err
+	}
+	rt := &rdmaTask{
+		region:  region,
+		slots:   make([]rdmaSlot, o.depth),
+		free:    make(chan int, o.depth),
+		credits: make(chan rdmaCredit, 2*o.depth),
+		reject:  make(chan string, 1),
+		fail:    make(chan struct{}),
+	}
+	for i := range rt.slots {
+		rt.slots[i] = rdmaSlot{slot: i, span: [1]rdmaops.Span{region.Span(i*stride, int(o.rdmaSize))}}
+		rt.free <- i
+	}
+	tr := barrier.New(&barrier.Config{Timeout: o.timeout, OnComplete: func(c barrier.Completion) { s.rdmaDone(t, c) }})
+	rt.rc = rdmaops.New(t.c, tr, nil)
+	t.rdma = rt
+	return nil
+}
+
+func (rt *rdmaTask) close() {
+	rt.rc.Tracker().Close()
+	rt.region.Close()
+}
+
+// rdmaDone runs for every completed operation of task t.
+func (s *sender) rdmaDone(t *senderTask, c barrier.Completion) {
+	rt := t.rdma
+	sl, ok := c.Keep.(*rdmaSlot)
+	if !ok {
+		return
+	}
+	s.inflight.Add(^uint64(0))
+	switch c.Status {
+	case barrier.NotSent: // the sending loop reports it
+	case barrier.Success:
+		rt.status[c.Status].Add(1)
+		// Only Process (the task's reader) delivers successes, so the
+		// histogram keeps a single writer.
+		t.hist.Record(uint64(max(monoNow()-sl.ts, 0)))
+		if s.o.verify && s.o.rdma == "read" {
+			if checkRDMA(sl.span[0].Bytes(), rdmaSeed(s.runID, t.id, 'r', uint64(sl.idx), uint64(sl.gen))) {
+				rt.verified.Add(1)
+			} else {
+				rt.badData.Add(1)
+			}
+		}
+		t.acked.Add(1)
+	default:
+		rt.status[c.Status].Add(1)
+		s.errs.Add(1)
+		rt.failOnce.Do(func() { close(rt.fail) })
+	}
+	rt.free <- sl.slot
+}
+
+// runRDMATask is runTask for the RDMA mode.
+func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
+	o, rt := s.o, t.rdma
+	if _, err := warmUp(e, t.c, s.dst.Addr(), o.warmup); err != nil {
+		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
+	}
+	if tr, err := t.c.Transport(); err != nil || tr != rdssock.TransportIB {
+		return rdmaTransportError(t.c.LocalAddrPort(), tr)
+	}
+	readerDone := make(chan error, 1)
+	go func() { readerDone <- s.readRDMATask(ctx, t) }()
+
+	op := uint8(rdmaOpWrite)
+	if o.rdma == "read" {
+		op = rdmaOpRead
+	}
+	var hb [helloLen]byte
+	hello := putHello(hb[:], stressHdr{typ: typeRDMAHello, task: t.id, run: s.runID, aux: uint32(o.depth)}, op, o.verify, int(o.rdmaSize))
+	if err := sendRetry(e, t.c, hello, s.dst, o.timeout); err != nil {
+		return fmt.Errorf("task %d: hello: %w", t.id, err)
+	}
+	var cr rdmaCredit
+	select {
+	case cr = <-rt.credits:
+	case why := <-rt.reject:
+		return fmt.Errorf("task %d: the receiver refused RDMA: %s", t.id, why)
+	case err := <-readerDone:
+		if err == nil {
+			err = errors.New("the socket closed")
+		}
+		return fmt.Errorf("task %d: waiting for the receiver's buffers: %w", t.id, err)
+	case <-time.After(o.timeout):
+		return timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, s.dst, o.timeout)
+	case <-ctx.Done():
+		return nil
+	}
+	have := true
+
+	rop := &rdmaops.Op{Write: op == rdmaOpWrite}
+	if !rop.Write {
+		rop.Flags = cmsg.FlagFence // the receiver refills the buffer when the immediate data arrives
+	}
+	imm := make([]byte, stressHeader)
+	var err error
+	backoff := 50 * time.Microsecond
+loop:
+	for o.count == 0 || t.sent < uint64(o.count) {
+		if !have {
+			select {
+			case cr = <-rt.credits:
+				have = true
+			case <-sendCtx.Done():
+				break loop
+			case <-rt.fail:
+				break loop
+			case why := <-rt.reject:
+				err = fmt.Errorf("the receiver refused RDMA: %s", why)
+				break loop
+			}
+		}
+		var slot int
+		select {
+		case slot = <-rt.free:
+		case <-sendCtx.Done():
+			break loop
+		case <-rt.fail:
+			break loop
+		}
+		if sendCtx.Err() != nil {
+			rt.free <- slot
+			break
+		}
+		sl := &rt.slots[slot]
+		sl.idx, sl.gen, sl.seq = cr.idx, cr.gen, t.sent
+		if rop.Write && o.verify {
+			fillRDMA(sl.span[0].Bytes(), rdmaSeed(s.runID, t.id, 'w', t.sent, 0))
+		}
+		sl.ts = monoNow()
+		(&stressHdr{typ: typeRDMAImm, task: t.id, run: s.runID, seq: t.sent, ts: sl.ts, aux: uint32(cr.idx)}).put(imm)
+		rop.Remote, rop.Local, rop.Payload, rop.Keep = cr.cookie, sl.span[:], imm, sl
+		s.inflight.Add(1)
+		if _, err = rt.rc.Do(sendCtx, s.dst, rop); err != nil {
+			// The tracker completed it as not sent: its slot is free
+			// again; the credit is still ours.
+			if errors.Is(err, rdssock.ErrCongested) {
+				err = nil
+				s.congested.Add(1)
+				select {
+				case <-sendCtx.Done():
+					break loop
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 5*time.Millisecond)
+				continue
+			}
+			if sendCtx.Err() != nil && ctx.Err() == nil {
+				err = nil // the duration ended
+			}
+			break
+		}
+		backoff = 50 * time.Microsecond
+		have = false
+		t.sent++
+		s.msgs.Add(1)
+		s.bytes.Add(uint64(o.rdmaSize))
+	}
+	s.markEnd()
+	if err != nil {
+		s.errs.Add(1)
+		return fmt.Errorf("task %d: %w", t.id, explain(err, s.dst))
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted
+	}
+	// Every operation completes: with a status, or at its deadline.
+	wctx, cancel := context.WithTimeout(ctx, o.timeout+5*time.Second)
+	werr := rt.rc.Tracker().WaitAll(wctx, rt.rc.Tracker().Last())
+	cancel()
+	if werr != nil {
+		return timeoutf("task %d: %d RDMA operations still outstanding after %v", t.id, rt.rc.Tracker().Outstanding(), o.timeout)
+	}
+	ferr := s.finish(ctx, e, t, t.acked.Load(), readerDone)
+	select {
+	case <-rt.fail:
+		// Failed operations also leave gaps in the receiver's sequence:
+		// the failure is the news.
+		return fmt.Errorf("task %d: RDMA operations failed: %s", t.id, rt.failures())
+	default:
+	}
+	return ferr
+}
+
+// failures lists the failed operations by status.
+func (rt *rdmaTask) failures() string {
+	out := ""
+	for st := barrier.Status(0); st <= barrier.Unknown; st++ {
+		if n := rt.status[st].Load(); n > 0 && st != barrier.Success {
+			if out != "" {
+				out += ", "
+			}
+			out += fmt.Sprintf("%d %v", n, st)
+		}
+	}
+	return out
+}
+
+// readRDMATask reads one task's socket: completion notices go to the
+// tracker, buffer announcements and credits to the sending loop.
+func (s *sender) readRDMATask(ctx context.Context, t *senderTask) error {
+	rt := t.rdma
+	buf := make([]byte, 4096)
+	oob := make([]byte, cmsg.MaxReceiveSpace+64*cmsg.RDMAStatusSpace)
+	cookies := make(map[int]cmsg.Cookie)
+	for {
+		n, oobn, _, from, err := t.c.ReadMsgContext(ctx, buf, oob)
+		if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
+			if ctx.Err() != nil || errors.Is(err, netErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		dest, hasDest, _, herr := rt.rc.HandleControl(oob[:oobn])
+		if herr != nil {
+			return fmt.Errorf("control data: %w", herr)
+		}
+		if n == 0 || from != s.dst {
+			continue
+		}
+		var h stressHdr
+		if !h.parse(buf[:n]) || h.run != s.runID || h.task != t.id {
+			continue
+		}
+		idx := int(h.seq)
+		switch h.typ {
+		case typeRDMABuf:
+			if !hasDest || idx >= s.o.depth {
+				continue
+			}
+			cookies[idx] = dest
+			s.credit(rt, rdmaCredit{idx: idx, cookie: dest, gen: h.aux})
+		case typeRDMACredit:
+			if ck, ok := cookies[idx]; ok {
+				s.credit(rt, rdmaCredit{idx: idx, cookie: ck, gen: h.aux})
+			}
+		case typeRDMAReject:
+			select {
+			case rt.reject <- string(buf[stressHeader:n]):
+			default:
+			}
+		case typeFinAck:
+			rt.remoteBad = uint64(h.ts)
+			t.finAck <- h
+			return nil
+		}
+	}
+}
+
+// credit queues a grant; a receiver granting more than the depth is
+// ignored beyond what the queue holds.
+func (s *sender) credit(rt *rdmaTask, c rdmaCredit) {
+	select {
+	case rt.credits <- c:
+	default:
+	}
+}
+
+// rdmaReport fills the sender report's RDMA part.
+func (s *sender) rdmaReport(rep *senderReport) {
+	o := s.o
+	rr := &rdmaSenderReport{Op: o.rdma, Size: int(o.rdmaSize), Verify: o.verify, Status: map[string]uint64{}}
+	for _, t := range s.tasks {
+		rt := t.rdma
+		for st := barrier.Status(0); st <= barrier.Unknown; st++ {
+			if n := rt.status[st].Load(); n > 0 {
+				rr.Status[st.String()] += n
+			}
+		}
+		rr.Verified += rt.verified.Load()
+		rr.VerifyErrors += rt.badData.Load()
+		rr.ReceiverVerifyErrors += rt.remoteBad
+		rr.Registrations += rt.rc.Registrations()
+	}
+	rep.RDMA = rr
+	rep.Mode = "rdma-" + o.rdma
+	rep.Size = int(o.rdmaSize)
+	rep.CountsMatch = rep.ReceiverCounted == rep.Acked
+}
+
+// checkRDMA validates the RDMA flags; none of it needs a socket.
+func (o *stressOpts) checkRDMA() error {
+	set := map[string]bool{}
+	if o.fs != nil {
+		o.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	}
+	if o.rdma == "" {
+		switch {
+		case set["rdma-size"]:
+			return usagef("-rdma-size needs -rdma write or -rdma read")
+		case o.verify:
+			return usagef("-verify checks RDMA transfers: it needs -rdma write or -rdma read")
+		}
+		return nil
+	}
+	stride := pageRound(max(int(o.rdmaSize), 1))
+	switch {
+	case o.rdma != "write" && o.rdma != "read":
+		return usagef("bad -rdma %q: want write or read", o.rdma)
+	case set["mode"]:
+		return usagef("-rdma replaces -mode: give one of them")
+	case set["size"] || set["ack-size"]:
+		return usagef("-size and -ack-size are for -mode rr and oneway; the RDMA transfer size is -rdma-size")
+	case o.rdmaSize < 1 || o.rdmaSize > rdmaops.MaxTransfer:
+		return usagef("-rdma-size %d: want 1 to %d bytes (RDS caps one RDMA operation at 1 MiB)", o.rdmaSize, rdmaops.MaxTransfer)
+	case o.depth > rdmaMaxDepth:
+		return usagef("-depth %d: RDMA mode registers one buffer per operation in flight, at most %d per task", o.depth, rdmaMaxDepth)
+	case o.tasks*o.depth*stride > rdmaMemCap:
+		return usagef("-tasks %d × -depth %d × -rdma-size %d needs %d MiB of registered memory on each side; the limit is %d MiB",
+			o.tasks, o.depth, o.rdmaSize, (o.tasks*o.depth*stride)>>20, rdmaMemCap>>20)
+	case o.sock.transport == "tcp":
+		return usagef("-rdma needs an IB address (RDS_TRANS_IB): -transport tcp cannot carry RDMA")
+	}
+	return nil
+}
+
+func printRDMASender(w io.Writer, s *senderReport, r *rdmaSenderReport) {
+	fmt.Fprintf(w, "  rdma      %s of %d bytes, %d completed:", r.Op, r.Size, s.Acked)
+	names := make([]string, 0, len(r.Status))
+	for n := range r.Status {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, " %s %d", n, r.Status[n])
+	}
+	fmt.Fprintf(w, "; %d registrations by the sender\n", r.Registrations)
+	if r.Verify {
+		if r.Op == "read" {
+			fmt.Fprintf(w, "  verify    %d READs checked, %d wrong\n", r.Verified, r.VerifyErrors)
+		} else {
+			fmt.Fprintf(w, "  verify    WRITEs checked by the receiver, %d wrong\n", r.ReceiverVerifyErrors)
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package cli
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestRDMAPattern(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 13, 4096, 8192 + 5} {
+		b := make([]byte, n)
+		seed := rdmaSeed(7, 3, 'w', 42, 0)
+		fillRDMA(b, seed)
+		if !checkRDMA(b, seed) {
+			t.Fatalf("%d bytes: the pattern does not check against its own seed", n)
+		}
+		if checkRDMA(b, rdmaSeed(7, 3, 'w', 43, 0)) {
+			t.Fatalf("%d bytes: the pattern of op 42 passes as op 43's", n)
+		}
+		for _, i := range []int{0, n / 2, n - 1} {
+			b[i] ^= 0x10
+			if checkRDMA(b, seed) {
+				t.Fatalf("%d bytes: a flipped bit at %d went unnoticed", n, i)
+			}
+			b[i] ^= 0x10
+		}
+	}
+	// Words must depend on their position: a buffer whose halves are
+	// swapped must fail.
+	b := make([]byte, 64)
+	fillRDMA(b, 1)
+	sw := append(append([]byte{}, b[32:]...), b[:32]...)
+	if checkRDMA(sw, 1) {
+		t.Fatal("swapped halves pass")
+	}
+	// The seeds of different tasks, runs, kinds and generations differ.
+	seen := map[uint64]int{}
+	for _, c := range []struct {
+		run  uint32
+		task uint16
+		kind byte
+		a, b uint64
+	}{{1, 0, 'w', 0, 0}, {2, 0, 'w', 0, 0}, {1, 1, 'w', 0, 0}, {1, 0, 'r', 0, 0}, {1, 0, 'r', 0, 1}, {1, 0, 'r', 1, 0}, {1, 0, 'w', 1, 0}} {
+		s := rdmaSeed(c.run, c.task, c.kind, c.a, c.b)
+		if prev, ok := seen[s]; ok {
+			t.Fatalf("seed collision between case %d and %+v", prev, c)
+		}
+		seen[s] = len(seen)
+	}
+}
+
+func TestRDMAHello(t *testing.T) {
+	var b [helloLen]byte
+	msg := putHello(b[:], stressHdr{typ: typeRDMAHello, task: 3, run: 9, aux: 16}, rdmaOpRead, true, 12345)
+	var h stressHdr
+	if !h.parse(msg) || h.typ != typeRDMAHello || h.task != 3 || h.run != 9 || h.aux != 16 {
+		t.Fatalf("header %+v", h)
+	}
+	op, verify, size, ok := parseHello(msg)
+	if !ok || op != rdmaOpRead || !verify || size != 12345 {
+		t.Fatalf("body: op %d verify %v size %d ok %v", op, verify, size, ok)
+	}
+	if _, _, _, ok := parseHello(msg[:stressHeader]); ok {
+		t.Fatal("a hello without a body parses")
+	}
+	for _, c := range []struct {
+		op          uint8
+		size, depth int
+		want        string
+	}{
+		{rdmaOpWrite, 4096, 8, ""},
+		{rdmaOpRead, 1 << 20, 1, ""},
+		{3, 4096, 8, "unknown RDMA operation 3"},
+		{rdmaOpWrite, 0, 8, "RDMA size 0"},
+		{rdmaOpWrite, 1<<20 + 1, 8, "RDMA size 1048577"},
+		{rdmaOpWrite, 4096, 0, "depth 0"},
+		{rdmaOpWrite, 4096, 5000, "depth 5000"},
+		{rdmaOpWrite, 1 << 20, 300, "exceed the receiver's limit"},
+	} {
+		got := checkHello(c.op, c.size, c.depth)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("checkHello(%d, %d, %d) = %q, want %q", c.op, c.size, c.depth, got, c.want)
+		}
+	}
+}
+
+// liveRE is the live line of a run with both ends.
+var liveRE = regexp.MustCompile(`^ +(\d+)s  sent +(\d+) msg/s +([\d.]+) MB/s  in-flight +(\d+)  congested (\d+)  errors (\d+)  received +(\d+) msg/s +([\d.]+) MB/s$`)
+
+func TestLiveLine(t *testing.T) {
+	prev := liveSnap{sender: true, receiver: true, sent: 1000, sentBytes: 1_000_000, recv: 990, recvBytes: 990_000}
+	cur := liveSnap{sender: true, receiver: true, sent: 3500, sentBytes: 3_500_000, inflight: 12, congested: 4, errs: 1, recv: 3480, recvBytes: 3_480_000}
+	line := liveLine(7, cur, prev)
+	m := liveRE.FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("line %q does not match %v", line, liveRE)
+	}
+	want := []string{"7", "2500", "2.50", "12", "4", "1", "2490", "2.49"}
+	for i, w := range want {
+		if m[i+1] != w {
+			t.Errorf("field %d of %q = %s, want %s", i+1, line, m[i+1], w)
+		}
+	}
+	// A sender alone shows no receive rates, a receiver alone no send
+	// fields.
+	if l := liveLine(1, liveSnap{sender: true, sent: 5}, liveSnap{sender: true}); strings.Contains(l, "received") || !strings.Contains(l, "sent        5 msg/s") {
+		t.Errorf("sender-only line %q", l)
+	}
+	if l := liveLine(1, liveSnap{receiver: true, recv: 5}, liveSnap{receiver: true}); strings.Contains(l, "sent") || !strings.Contains(l, "received        5 msg/s") {
+		t.Errorf("receiver-only line %q", l)
+	}
+}
+
+func TestIsTerminal(t *testing.T) {
+	var sb strings.Builder
+	if isTerminal(&sb) {
+		t.Fatal("a strings.Builder is a terminal")
+	}
+}
