@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -10,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/cmd/rdscat/cli"
 	"github.com/go-rds/rds/cmd/rdscat/scripttest"
@@ -290,6 +293,181 @@ func TestRdscatStressRDMANotIB(t *testing.T) {
 		}
 		if want := "uses the tcp transport: RDMA needs an IB address (RDS_TRANS_IB)"; !strings.Contains(stderr.String(), want) {
 			t.Errorf("%v: stderr %q does not say %q", cmd.Args[1:], stderr.String(), want)
+		}
+	}
+}
+
+// openPTY opens a new pseudo-terminal pair: the master through /dev/ptmx,
+// unlocked with TIOCSPTLCK, and the slave /dev/pts/N named by TIOCGPTN.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatalf("open /dev/ptmx: %v", err)
+	}
+	fd := int(m.Fd())
+	if err := unix.IoctlSetPointerInt(fd, unix.TIOCSPTLCK, 0); err != nil {
+		m.Close()
+		t.Fatalf("TIOCSPTLCK: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(fd, unix.TIOCGPTN)
+	if err != nil {
+		m.Close()
+		t.Fatalf("TIOCGPTN: %v", err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		m.Close()
+		t.Fatalf("open /dev/pts/%d: %v", n, err)
+	}
+	return m, s
+}
+
+// ttyLine is a line read from the terminal and when it arrived.
+type ttyLine struct {
+	text string
+	at   time.Time
+}
+
+// runOnPTY runs rdscat with its stdout on a new pseudo-terminal and
+// returns the lines it printed there, each with its arrival time.
+func runOnPTY(t *testing.T, args ...string) []ttyLine {
+	t.Helper()
+	master, slave := openPTY(t)
+	defer master.Close()
+	cmd := rdscatCmd(t, args...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = slave, &stderr
+	if err := cmd.Start(); err != nil {
+		slave.Close()
+		t.Fatal(err)
+	}
+	slave.Close() // the child holds its own copy
+	lines := make(chan []ttyLine, 1)
+	go func() {
+		var out []ttyLine
+		sc := bufio.NewScanner(master)
+		for sc.Scan() { // ends with EIO once the child's side is closed
+			out = append(out, ttyLine{strings.TrimRight(sc.Text(), "\r"), time.Now()})
+		}
+		lines <- out
+	}()
+	err := cmd.Wait()
+	var got []ttyLine
+	select {
+	case got = <-lines:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the terminal did not report end of output")
+	}
+	if err != nil {
+		t.Fatalf("%v: %v\nstderr:\n%s\nterminal:\n%v", args, err, &stderr, got)
+	}
+	return got
+}
+
+// liveLineRE matches stress's per-second line for a run with both ends.
+var liveLineRE = regexp.MustCompile(`^ *(\d+)s  sent +(\d+) msg/s +([\d.]+) MB/s  in-flight +(\d+)  congested (\d+)  errors (\d+)  received +(\d+) msg/s +([\d.]+) MB/s$`)
+
+// anyLiveRE matches the start of any live line.
+var anyLiveRE = regexp.MustCompile(`^ *\d+s  (sent|received) `)
+
+// TestRdscatLiveLines runs stress with its output on a pseudo-terminal:
+// one live line per second appears, numbered 1, 2, 3..., about a second
+// apart, with plausible fields (rates that agree with the message size,
+// in-flight within the depth, no errors), followed by the summary. The
+// same run with output on a pipe, with -q, or with -json on the terminal
+// prints no live line.
+func TestRdscatLiveLines(t *testing.T) {
+	vmtest.Require(t)
+	const size, depth = 1024, 4
+	args := []string{"stress", "-listen", "127.0.0.1:4850", "-to", "127.0.0.1:4850", "-size", fmt.Sprint(size), "-depth", fmt.Sprint(depth), "-duration", "4s"}
+	lines := runOnPTY(t, args...)
+	var live []ttyLine
+	summary := -1
+	for i, l := range lines {
+		if liveLineRE.MatchString(l.text) {
+			live = append(live, l)
+		} else if anyLiveRE.MatchString(l.text) {
+			t.Errorf("malformed live line %q", l.text)
+		}
+		if strings.HasPrefix(l.text, "stress rr: ") && summary < 0 {
+			summary = i
+		}
+	}
+	if len(live) < 3 || len(live) > 7 {
+		t.Fatalf("%d live lines in a 4 s run, want 3 to 7:\n%v", len(live), lines)
+	}
+	if summary < 0 || !liveLineRE.MatchString(lines[summary-1].text) {
+		t.Errorf("no summary right after the live lines:\n%v", lines)
+	}
+	busy := 0
+	for i, l := range live {
+		m := liveLineRE.FindStringSubmatch(l.text)
+		num := func(k int) float64 {
+			var v float64
+			fmt.Sscan(m[k], &v)
+			return v
+		}
+		if int(num(1)) != i+1 {
+			t.Errorf("line %d is numbered %s: %q", i+1, m[1], l.text)
+		}
+		sent, mb, inflight, errs, recv, rmb := num(2), num(3), num(4), num(6), num(7), num(8)
+		if want := sent * size / 1e6; mb < want-0.006 || mb > want+0.006 {
+			t.Errorf("%q: %.0f msg/s of %d bytes is %.3f MB/s, the line says %.2f", l.text, sent, size, want, mb)
+		}
+		if want := recv * size / 1e6; rmb < want-0.006 || rmb > want+0.006 {
+			t.Errorf("%q: received %.0f msg/s of %d bytes is %.3f MB/s, the line says %.2f", l.text, recv, size, want, rmb)
+		}
+		if inflight > depth {
+			t.Errorf("%q: %v in flight with depth %d", l.text, inflight, depth)
+		}
+		if errs != 0 {
+			t.Errorf("%q: errors", l.text)
+		}
+		if sent > 0 && recv > 0 {
+			busy++
+		}
+		if i > 0 {
+			if gap := l.at.Sub(live[i-1].at); gap < 400*time.Millisecond || gap > 1600*time.Millisecond {
+				t.Errorf("line %d came %v after line %d, want about 1 s", i+1, gap, i)
+			}
+		}
+	}
+	if busy < 2 {
+		t.Errorf("only %d live lines show traffic both ways:\n%v", busy, live)
+	}
+	t.Logf("%d live lines, e.g. %q", len(live), live[1].text)
+
+	// Not a terminal: a pipe.
+	short := []string{"stress", "-listen", "127.0.0.1:4851", "-to", "127.0.0.1:4851", "-duration", "2500ms"}
+	out, err := rdscatCmd(t, short...).Output()
+	if err != nil {
+		t.Fatalf("%v: %v", short, err)
+	}
+	for _, l := range strings.Split(string(out), "\n") {
+		if anyLiveRE.MatchString(l) {
+			t.Errorf("live line %q with output on a pipe", l)
+		}
+	}
+	if !strings.Contains(string(out), "stress rr: ") {
+		t.Errorf("no summary on the pipe:\n%s", out)
+	}
+	// A terminal, but -q, or -json.
+	for i, extra := range []string{"-q", "-json"} {
+		a := []string{"stress", "-listen", fmt.Sprintf("127.0.0.1:%d", 4852+i), "-to", fmt.Sprintf("127.0.0.1:%d", 4852+i), "-duration", "2500ms", extra}
+		var text strings.Builder
+		for _, l := range runOnPTY(t, a...) {
+			if anyLiveRE.MatchString(l.text) {
+				t.Errorf("%s: live line %q", extra, l.text)
+			}
+			text.WriteString(l.text + "\n")
+		}
+		if extra == "-json" {
+			if v := decodeStress(t, "-json on a terminal", []byte(text.String())); v.Sender == nil || v.Sender.Sent == 0 {
+				t.Errorf("-json on a terminal: %s", text.String())
+			}
+		} else if !strings.Contains(text.String(), "stress rr: ") {
+			t.Errorf("-q: no summary:\n%s", text.String())
 		}
 	}
 }
