@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,8 +62,12 @@ func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *C
 		return nil, err
 	}
 	cl.nblocks, cl.blockSize = pong.Block, int(pong.Buf)
-	hello := (&msg{Op: 0}).encode(make([]byte, headerLen)) // ignored by the server
-	cl.pool, err = rdmaops.NewPool(ctx, cl.c.Registrar(server, hello), cc.Buffers, cl.blockSize, cmsg.FlagReadWrite)
+	if cc.Buffers > MaxBuffers {
+		cl.stop()
+		return nil, fmt.Errorf("blockserver: %d buffers: a server accepts at most %d per client", cc.Buffers, MaxBuffers)
+	}
+	ann := &announcer{c: cl.c, to: server, stride: pageRound(cl.blockSize), mrs: make(map[cmsg.Cookie]*rdmaops.MR)}
+	cl.pool, err = rdmaops.NewPool(ctx, ann, cc.Buffers, cl.blockSize, cmsg.FlagReadWrite)
 	if err != nil {
 		cl.stop()
 		return nil, err
@@ -158,7 +163,11 @@ func wait(ctx context.Context, ch chan msg) (msg, error) {
 	select {
 	case r := <-ch:
 		if r.Op == opError {
-			return r, fmt.Errorf("%w: block %d: %s (%d)", ErrServer, r.Block, statusText(r.Status), r.Aux)
+			why := statusText(r.Status)
+			if a := auxText(r.Status, r.Aux); a != "" {
+				why += ": " + a
+			}
+			return r, fmt.Errorf("%w: block %d: %s", ErrServer, r.Block, why)
 		}
 		return r, nil
 	case <-ctx.Done():
@@ -260,4 +269,48 @@ func (cl *Client) Close() error {
 		cl.pool.Close()
 	}
 	return nil
+}
+
+// announcer registers the client's pool buffers: each registration is
+// sent to the server as an opAnnounce naming the buffer's index, with the
+// cookie as RDS_CMSG_RDMA_DEST, so the server accepts requests for that
+// buffer with that cookie only (a buffer registered again after a failure
+// makes its old cookie stale).
+type announcer struct {
+	c      *rdmaops.Conn
+	to     netip.AddrPort
+	stride int
+	mu     sync.Mutex
+	mrs    map[cmsg.Cookie]*rdmaops.MR
+}
+
+func (a *announcer) Register(ctx context.Context, s rdmaops.Span, flags cmsg.Flags) (cmsg.Cookie, error) {
+	var b [headerLen]byte
+	m := msg{Op: opAnnounce, Buf: uint32(s.Offset() / a.stride)}
+	mr, err := a.c.Register(ctx, s, flags, a.to, m.encode(b[:]))
+	if err != nil {
+		return 0, err
+	}
+	a.mu.Lock()
+	a.mrs[mr.Cookie()] = mr
+	a.mu.Unlock()
+	return mr.Cookie(), nil
+}
+
+func (a *announcer) Deregister(ck cmsg.Cookie, flags cmsg.Flags) error {
+	a.mu.Lock()
+	mr := a.mrs[ck]
+	delete(a.mrs, ck)
+	a.mu.Unlock()
+	if mr == nil {
+		return rdmaops.ErrFreed
+	}
+	return mr.FreeFlags(flags)
+}
+
+// pageRound rounds n up to whole pages, as rdmaops.NewPool lays out its
+// buffers.
+func pageRound(n int) int {
+	ps := os.Getpagesize()
+	return (n + ps - 1) &^ (ps - 1)
 }

@@ -23,8 +23,20 @@ import (
 
 // ServerStats count what a Server did.
 type ServerStats struct {
-	Reads, Writes, Errors, Syncs uint64
+	Reads, Writes, Errors, Syncs uint64 // Errors: error replies sent, for any reason
 	RDMAFailures                 uint64
+
+	// Messages refused, by reason; each was answered with an error
+	// reply (see the package documentation).
+	Short, Long, Empty uint64 // malformed: under 64 bytes, over 64 bytes, no bytes
+	UnknownOps         uint64 // opcodes that are not requests
+	BadBlocks          uint64 // block numbers out of range
+	BadCookies         uint64 // cookies not announced for the buffer named (unknown, bogus, stale)
+	NoCookie           uint64 // announcements without a cookie
+	OverLimit          uint64 // announcements beyond MaxClients or MaxBuffers
+	Dropped            uint64 // refused without a reply: server-to-client kinds (counted in UnknownOps too)
+
+	Announcements uint64 // buffer registrations announced by clients
 }
 
 // A Server exports a file as numbered blocks of BlockSize bytes over RDS
@@ -42,6 +54,8 @@ type Server struct {
 	nblocks   uint64
 	region    *rdmaops.Region
 	timeout   time.Duration
+
+	cookies cookieTable // touched by Serve's goroutine only
 
 	mu      sync.Mutex
 	free    []int // free local slots
@@ -129,33 +143,47 @@ func (s *Server) Serve(ctx context.Context) (clientSum [32]byte, err error) {
 	buf, oob := make([]byte, 4096), make([]byte, 32*cmsg.RDMAStatusSpace)
 	for {
 		n, oobn, _, from, rerr := s.sock.ReadMsgContext(ctx, buf, oob)
+		truncated := false
 		if rerr != nil {
-			if errors.Is(rerr, rdssock.ErrTruncated) {
-				continue
+			if !errors.Is(rerr, rdssock.ErrTruncated) {
+				if ctx.Err() != nil || errors.Is(rerr, net.ErrClosed) {
+					return clientSum, ctx.Err()
+				}
+				return clientSum, rerr
 			}
-			if ctx.Err() != nil || errors.Is(rerr, net.ErrClosed) {
-				return clientSum, ctx.Err()
-			}
-			return clientSum, rerr
+			truncated = true // answered below as too long
 		}
-		if _, _, _, err := s.c.HandleControl(oob[:oobn]); err != nil {
+		dest, hasDest, notices, err := s.c.HandleControl(oob[:oobn])
+		if err != nil {
 			return clientSum, err
 		}
-		if n == 0 {
+		if !from.IsValid() || (n == 0 && !truncated && !hasDest && (notices > 0 || oobn > 0)) {
+			continue // completion notices or congestion updates, not a message
+		}
+		m, status, aux := parseRequest(buf[:n], truncated, s.nblocks)
+		if status == 0 && (m.Op == opRead || m.Op == opWrite) && !s.cookies.valid(from, m.Buf, m.Cookie) {
+			status = errBadCookie
+		}
+		if status != 0 {
+			s.refuse(ctx, from, &m, status, aux)
 			continue
 		}
-		var m msg
-		if err := m.decode(buf[:n]); err != nil {
-			continue // not ours
-		}
 		switch m.Op {
+		case opAnnounce:
+			if !hasDest {
+				s.refuse(ctx, from, &m, errMalformed, malNoCookie)
+				continue
+			}
+			if lim := s.cookies.announce(from, m.Buf, uint64(dest)); lim != 0 {
+				s.refuse(ctx, from, &m, errLimit, lim)
+				continue
+			}
+			s.mu.Lock()
+			s.stats.Announcements++
+			s.mu.Unlock()
 		case opPing:
 			s.reply(ctx, from, &msg{Op: opPong, ID: m.ID, Block: s.nblocks, Buf: uint32(s.blockSize)})
 		case opRead, opWrite:
-			if m.Block >= s.nblocks {
-				s.fail(ctx, from, &m, errBadBlock, 0)
-				continue
-			}
 			s.dispatch(ctx, job{req: m, from: from, slot: -1})
 		case opSum:
 			s.writes <- &job{req: m, from: from, slot: -1} // after the writes queued before it
@@ -168,6 +196,38 @@ func (s *Server) Serve(ctx context.Context) (clientSum [32]byte, err error) {
 func (s *Server) reply(ctx context.Context, to netip.AddrPort, m *msg) {
 	var b [headerLen]byte
 	s.sock.WriteMsgContext(ctx, m.encode(b[:]), nil, to)
+}
+
+// refuse answers a message the server will not serve and counts why.
+func (s *Server) refuse(ctx context.Context, to netip.AddrPort, m *msg, status uint8, aux uint16) {
+	s.mu.Lock()
+	st := &s.stats
+	switch {
+	case status == errMalformed && aux == malShort:
+		st.Short++
+	case status == errMalformed && aux == malLong:
+		st.Long++
+	case status == errMalformed && aux == malEmpty:
+		st.Empty++
+	case status == errMalformed && aux == malNoCookie:
+		st.NoCookie++
+	case status == errUnknownOp:
+		st.UnknownOps++
+	case status == errBadBlock:
+		st.BadBlocks++
+	case status == errBadCookie:
+		st.BadCookies++
+	case status == errLimit:
+		st.OverLimit++
+	}
+	drop := status == errUnknownOp && isReplyKind(uint8(aux))
+	if drop {
+		st.Dropped++
+	}
+	s.mu.Unlock()
+	if !drop {
+		s.fail(ctx, to, m, status, aux)
+	}
 }
 
 func (s *Server) fail(ctx context.Context, to netip.AddrPort, req *msg, status uint8, aux uint16) {
