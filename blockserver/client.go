@@ -175,6 +175,13 @@ func wait(ctx context.Context, ch chan msg) (msg, error) {
 	}
 }
 
+// refused reports whether a call failed because the server refused the
+// request before any RDMA against the client's buffer: the buffer can go
+// back to the pool as it is.
+func refused(r msg, err error) bool {
+	return errors.Is(err, ErrServer) && r.Op == opError && r.Status != errTransfer
+}
+
 // ReadBlock reads block n: the server writes it straight into a pool
 // buffer, and fn consumes it there (data is valid only during fn). The
 // immediate data arrives only after the block is in place; its CRC is
@@ -187,8 +194,12 @@ func (cl *Client) ReadBlock(ctx context.Context, n uint64, fn func(data []byte) 
 	req := msg{Op: opRead, Block: n, Buf: uint32(b.Index()), Cookie: uint64(b.Cookie())}
 	r, err := cl.call(ctx, &req)
 	if err != nil {
-		// The server may still write into the buffer: give it a new key.
-		b.Fail()
+		if refused(r, err) {
+			b.Release() // the server never touched the buffer
+		} else {
+			// The server may still write into the buffer: give it a new key.
+			b.Fail()
+		}
 		return err
 	}
 	if r.Op != opReadDone || r.Buf != uint32(b.Index()) || r.Block != n {
@@ -223,7 +234,11 @@ func (cl *Client) WriteBlock(ctx context.Context, n uint64, fill func(buf []byte
 	}
 	r, err := wait(ctx, ch)
 	if err != nil {
-		b.Fail()
+		if refused(r, err) {
+			b.Release()
+		} else {
+			b.Fail()
+		}
 		return err
 	}
 	if r.Op != opWriteFetched {

@@ -380,7 +380,7 @@ var anyLiveRE = regexp.MustCompile(`^ *\d+s  (sent|received) `)
 func TestRdscatLiveLines(t *testing.T) {
 	vmtest.Require(t)
 	const size, depth = 1024, 4
-	args := []string{"stress", "-listen", "127.0.0.1:4850", "-to", "127.0.0.1:4850", "-size", fmt.Sprint(size), "-depth", fmt.Sprint(depth), "-duration", "4s"}
+	args := []string{"stress", "-listen", "127.0.0.1:4850", "-to", "127.0.0.1:4850", "-size", fmt.Sprint(size), "-depth", fmt.Sprint(depth), "-duration", "5s"}
 	lines := runOnPTY(t, args...)
 	var live []ttyLine
 	summary := -1
@@ -394,8 +394,8 @@ func TestRdscatLiveLines(t *testing.T) {
 			summary = i
 		}
 	}
-	if len(live) < 3 || len(live) > 7 {
-		t.Fatalf("%d live lines in a 4 s run, want 3 to 7:\n%v", len(live), lines)
+	if len(live) < 3 || len(live) > 8 {
+		t.Fatalf("%d live lines in a 5 s run, want 3 to 8:\n%v", len(live), lines)
 	}
 	if summary < 0 || !liveLineRE.MatchString(lines[summary-1].text) {
 		t.Errorf("no summary right after the live lines:\n%v", lines)

@@ -458,8 +458,10 @@ func (o *stressOpts) newRDMATask(s *sender, t *senderTask) error {
 	return nil
 }
 
+// close cancels what is still in flight (the socket is closed) and
+// unmaps the task's memory.
 func (rt *rdmaTask) close() {
-	rt.rc.Tracker().Close()
+	rt.rc.Close()
 	rt.region.Close()
 }
 
