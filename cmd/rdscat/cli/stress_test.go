@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/go-rds/rds/barrier"
 )
 
 func TestRDMAPattern(t *testing.T) {
@@ -115,5 +117,25 @@ func TestIsTerminal(t *testing.T) {
 	var sb strings.Builder
 	if isTerminal(&sb) {
 		t.Fatal("a strings.Builder is a terminal")
+	}
+}
+
+func TestRDMAStatusSummary(t *testing.T) {
+	rt := &rdmaTask{}
+	rt.status[barrier.Success].Add(97)
+	rt.status[barrier.RemoteError].Add(2)
+	rt.status[barrier.TimedOut].Add(1)
+	if got, want := rt.failures(), "2 remote error, 1 timed out"; got != want {
+		t.Errorf("failures() = %q, want %q", got, want)
+	}
+	var sb strings.Builder
+	printRDMASender(&sb, &senderReport{Acked: 97}, &rdmaSenderReport{
+		Op: "read", Size: 8192, Verify: true, Verified: 96, VerifyErrors: 1,
+		Status: map[string]uint64{"success": 97, "remote error": 2, "timed out": 1},
+	})
+	want := "  rdma      read of 8192 bytes, 97 completed: remote error 2 success 97 timed out 1; 0 registrations by the sender\n" +
+		"  verify    96 READs checked, 1 wrong\n"
+	if sb.String() != want {
+		t.Errorf("summary\n%q, want\n%q", sb.String(), want)
 	}
 }
