@@ -66,9 +66,9 @@ func vmaOf(t *testing.T, addr uintptr) vma {
 // the whole first page (RDS registers whole pages; measured), never the
 // second page, and the region's pages are its own: a mapping of their own
 // outside the Go heap (MADV_DONTFORK shows as "dc" in VmFlags, which the
-// Go runtime never sets). READs beyond the registered pages and a WRITE
-// into a read-only key fail with a remote access error and return or
-// change no bytes.
+// Go runtime never sets). READs beyond the registered pages fail with a
+// remote access error and return no bytes. Whether a key registered
+// without RDS_RDMA_READWRITE refuses a WRITE is measured and logged.
 func TestRegistrationExposure(t *testing.T) {
 	vmtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -94,7 +94,12 @@ func TestRegistrationExposure(t *testing.T) {
 
 	var c tally
 	p := newPair(t, ctx)
-	_, ck := p.register(t, ctx, creg.Span(0, 100), 0) // read-only for the peer
+	// After a remote access error the kernel's shutdown of the connection
+	// hangs while the owner's socket holds registrations made over it,
+	// and holds the RDS work queue meanwhile, so no RDS/IB connection
+	// comes up (measured in TestBogusAndStaleCookies): close the owner's
+	// socket after each error before the next connection.
+	mr, ck := p.register(t, ctx, creg.Span(0, 100), 0) // read-only for the peer
 	sreg := newRegion(t, 2*ps)
 	defer sreg.Close()
 	local := sreg.Span(0, 2*ps)
@@ -111,8 +116,10 @@ func TestRegistrationExposure(t *testing.T) {
 	wholePage := st == barrier.Success && allByte(got[:100], 'R') && allByte(got[100:], 'P')
 	t.Logf("READ of the whole first page through a 100-byte registration: %v (whole page exposed: %v)", st, wholePage)
 	if st != barrier.Success {
+		mr.Free()
+		p.client.close()
 		p = newPair(t, ctx)
-		_, ck = p.register(t, ctx, creg.Span(0, 100), 0)
+		mr, ck = p.register(t, ctx, creg.Span(0, 100), 0)
 	}
 	for _, o := range []struct {
 		name   string
@@ -129,22 +136,37 @@ func TestRegistrationExposure(t *testing.T) {
 		if strings.Contains(string(got), "SSSS") {
 			t.Errorf("%s: bytes of the unregistered page reached the peer", o.name)
 		}
+		mr.Free()
+		p.client.close()
 		p = newPair(t, ctx) // the access error tore the connection down
-		_, ck = p.register(t, ctx, creg.Span(0, 100), 0)
+		mr, ck = p.register(t, ctx, creg.Span(0, 100), 0)
 	}
-	// A WRITE into a read-only registration.
+	// A WRITE into a registration made without RDS_RDMA_READWRITE.
+	// Measured: it succeeds, because the kernel's FRWR registration always
+	// grants remote write access (the flag only marks pages dirty). Only
+	// the page boundary protects memory; logged, not asserted.
 	fillByte(sreg.Bytes(), 'W')
 	st = p.write(t, ctx, ck, 0, sreg.Span(0, 100), "w", 10*time.Second)
 	c.add(st)
-	if st != barrier.RemoteError || !allByte(creg.Bytes()[:100], 'R') || !allByte(creg.Bytes()[100:ps], 'P') || !allByte(creg.Bytes()[ps:], 'S') {
-		t.Errorf("WRITE into a read-only key: %v; memory unchanged: %v", st, allByte(creg.Bytes()[:100], 'R'))
+	roWritten := allByte(creg.Bytes()[:100], 'W')
+	if (st == barrier.Success) != roWritten || !allByte(creg.Bytes()[100:ps], 'P') || !allByte(creg.Bytes()[ps:], 'S') {
+		t.Errorf("WRITE into a read-only key: %v, but memory landed: %v (or bytes past the 100 changed)", st, roWritten)
 	}
-	if m, ok := p.client.tryRecv(200 * time.Millisecond); ok {
-		t.Errorf("immediate data %q of the refused write was delivered", m.data)
+	t.Logf("WRITE into a key registered without RDS_RDMA_READWRITE: %v (memory written: %v)", st, roWritten)
+	if st == barrier.Success {
+		p.client.drain(100 * time.Millisecond)
+	} else {
+		mr.Free()
+		p.client.close()
+		p = newPair(t, ctx)
+		mr, ck = p.register(t, ctx, creg.Span(0, 100), 0)
 	}
 	// The process keeps serving: a fresh connection works.
+	mr.Free()
+	p.client.close()
 	p = newPair(t, ctx)
-	_, ck = p.register(t, ctx, creg.Span(0, 100), 0)
+	mr, ck = p.register(t, ctx, creg.Span(0, 100), 0)
+	defer mr.Free()
 	if st, got := read(p, ck, 0, 100); st != barrier.Success || !allByte(got, 'R') {
 		t.Fatalf("READ on a fresh connection after the faults: %v", st)
 	}
@@ -152,15 +174,21 @@ func TestRegistrationExposure(t *testing.T) {
 	if wholePage {
 		page = "the whole first page (RDS registers whole pages)"
 	}
-	reliability(t, "exposure/out-of-range-and-permissions", c, "peer reached "+page+"; beyond it and writes to a read-only key refused, no bytes moved")
+	ro := "a write into a read-only key was refused"
+	if roWritten {
+		ro = "a write into a key registered without READWRITE landed (FRWR grants remote write)"
+	}
+	reliability(t, "exposure/out-of-range-and-permissions", c, "peer reached "+page+"; beyond it refused, no bytes moved; "+ro)
 }
 
 // TestBogusAndStaleCookies: RDMA with a cookie the owner never issued, and
 // with a freed key after the owner's peer acknowledged the registration,
 // fail with a remote access error. The error tears the RDS/IB connection
-// down; the test measures how long until a message and an RDMA get
-// through on that connection again, and shows that a fresh connection
-// (another TOS) works at once.
+// down. Measured on Linux 6.1: the kernel's shutdown of that connection
+// then hangs (rds_ib_conn_path_shutdown, in the single RDS work queue, so
+// no RDS/IB connection of any TOS comes up meanwhile) until the socket
+// that registered memory over it is closed; freeing and flushing the key
+// is not enough. The test measures each step.
 func TestBogusAndStaleCookies(t *testing.T) {
 	vmtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -189,10 +217,9 @@ func TestBogusAndStaleCookies(t *testing.T) {
 		t.Errorf("write with a stale cookie: %v; memory unchanged: %v", st, allByte(creg.Bytes(), 'K'))
 	}
 
-	// Bogus: a key never issued.
+	// Bogus: a key never issued, while a good key is registered.
 	p = newPair(t, ctx)
 	mr, good := p.register(t, ctx, creg.Span(0, ps), cmsg.FlagReadWrite)
-	defer mr.Free()
 	bogus := cmsg.MakeCookie(good.RKey()^0x5a5a00, 0)
 	start := time.Now()
 	st = p.write(t, ctx, bogus, 0, local, "bogus", 10*time.Second)
@@ -205,48 +232,75 @@ func TestBogusAndStaleCookies(t *testing.T) {
 
 	// Recovery of the torn-down connection, same TOS, same sockets.
 	var rc tally
-	const limit = 20 * time.Second
-	start = time.Now()
-	var msgAt, rdmaAt time.Duration
-	for n := 0; time.Since(start) < limit && (msgAt == 0 || rdmaAt == 0); n++ {
-		if msgAt == 0 {
+	ping := func(limit time.Duration) time.Duration {
+		start := time.Now()
+		for n := 0; time.Since(start) < limit; n++ {
 			p.client.sock.WriteMsgContext(ctx, []byte(fmt.Sprintf("ping %d", n)), nil, p.server.addr())
 			if m, ok := p.server.tryRecv(500 * time.Millisecond); ok && strings.HasPrefix(string(m.data), "ping") {
-				msgAt = time.Since(start)
+				return time.Since(start)
 			}
 		}
-		if rdmaAt == 0 {
-			st := p.write(t, ctx, good, 0, local, "retry", 2*time.Second)
-			rc.add(st)
-			if st == barrier.Success {
-				rdmaAt = time.Since(start)
+		return 0
+	}
+	rows := func() []string {
+		conns, _ := p.server.sock.Connections()
+		var state []string
+		for _, cn := range conns {
+			if cn.TOS == p.tos {
+				state = append(state, fmt.Sprintf("%v->%v flags %#x", cn.Local, cn.Remote, cn.Flags))
 			}
 		}
-		time.Sleep(250 * time.Millisecond)
+		return state
 	}
-	conns, _ := p.server.sock.Connections()
-	var state []string
-	for _, cn := range conns {
-		if cn.TOS == p.tos {
-			state = append(state, fmt.Sprintf("%v->%v flags %#x", cn.Local, cn.Remote, cn.Flags))
+	held := ping(5 * time.Second)
+	heldRows := rows()
+	var blocked []string
+	if held == 0 {
+		blocked = dumpBlocked()
+		t.Logf("key still registered: no message through in 5 s; connection rows %v; blocked tasks:\n%s", heldRows, strings.Join(blocked, "\n"))
+	}
+	start = time.Now()
+	mr.Free()
+	if err := p.client.c.Flush(); err != nil {
+		t.Errorf("Flush: %v", err)
+	}
+	freed := ping(3 * time.Second)
+	// Closing the owner's socket is what lets the shutdown finish.
+	start = time.Now()
+	p.client.close()
+	p.client = newEnd(t, vmtest.IBAddr2, p.tos, &barrier.Config{Timeout: 30 * time.Second})
+	after := ping(20 * time.Second)
+	if after != 0 {
+		after = time.Since(start)
+	}
+	var rdmaAfter time.Duration
+	if after != 0 {
+		mr2, good2 := p.register(t, ctx, creg.Span(0, ps), cmsg.FlagReadWrite)
+		fillByte(sreg.Bytes(), 'Y')
+		st := p.write(t, ctx, good2, 0, local, "again", 10*time.Second)
+		rc.add(st)
+		if st != barrier.Success || !allByte(creg.Bytes()[:64], 'Y') {
+			t.Errorf("write on the recovered connection: %v", st)
 		}
+		rdmaAfter = time.Since(start)
+		mr2.Free()
 	}
-	if msgAt == 0 {
-		t.Logf("blocked tasks:\n%s", strings.Join(dumpBlocked(), "\n"))
-	}
-	out := fmt.Sprintf("same TOS after the error: message through after %v, RDMA after %v (0 = not within %v); connection rows %v", msgAt, rdmaAt, limit, state)
+	out := fmt.Sprintf("same TOS: key registered: message through after %v (0 = not in 5s); key freed and flushed: after %v (0 = not in 3s); owner socket closed and reopened: message after %v, new key and RDMA after %v", held, freed, after, rdmaAfter)
 	t.Log(out)
 	reliability(t, "cookies/recovery-same-connection", rc, out)
+	if after == 0 {
+		t.Errorf("connection did not recover within 20 s of closing the owner's socket; rows %v", rows())
+	}
 
 	// A fresh connection works at once.
 	p = newPair(t, ctx)
-	mr2, good2 := p.register(t, ctx, creg.Span(0, ps), cmsg.FlagReadWrite)
-	defer mr2.Free()
-	fillByte(sreg.Bytes(), 'Y')
+	mr3, good3 := p.register(t, ctx, creg.Span(0, ps), cmsg.FlagReadWrite)
+	defer mr3.Free()
+	fillByte(sreg.Bytes(), 'Z')
 	var fc tally
-	st = p.write(t, ctx, good2, 0, local, "fresh", 10*time.Second)
+	st = p.write(t, ctx, good3, 0, local, "fresh", 10*time.Second)
 	fc.add(st)
-	if st != barrier.Success || !allByte(creg.Bytes()[:64], 'Y') {
+	if st != barrier.Success || !allByte(creg.Bytes()[:64], 'Z') {
 		t.Fatalf("write on a fresh connection: %v", st)
 	}
 	reliability(t, "cookies/fresh-connection", fc, fmt.Sprintf("valid write on a new TOS succeeded; connection up in %v", p.upIn))

@@ -54,6 +54,7 @@ func gapTrial(t *testing.T, ctx context.Context, p **pair, i int, flush bool, wa
 		t.Fatalf("trial %d: late write failed (%v) yet memory changed", i, st)
 	}
 	if st != barrier.Success {
+		(*p).client.close() // lets the torn-down connection's shutdown finish
 		*p = newPair(t, ctx)
 	} else {
 		(*p).client.drain(50 * time.Millisecond)
@@ -248,6 +249,7 @@ func TestPoolQuarantine(t *testing.T) {
 			// The refused write tore the connection down; confirmation
 			// and re-registration need a working one.
 			pool.Close()
+			p.client.close()
 			continue
 		}
 		// The server confirms it is done with the old cookie.
@@ -287,6 +289,7 @@ func TestPoolQuarantine(t *testing.T) {
 		if err := pool.Close(); err != nil {
 			t.Fatal(err)
 		}
+		p.client.close() // the stray write's error: see TestBogusAndStaleCookies
 	}
 	reliability(t, "pool-quarantine/late-write", c, fmt.Sprintf("late write landed %d/%d, always in the quarantined buffer only", landed, rounds))
 	reliability(t, "pool-quarantine/stray-after-confirm", stray, fmt.Sprintf("refused %d/%d, reused buffer intact", stray.remote, stray.ops))
