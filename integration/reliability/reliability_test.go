@@ -169,6 +169,7 @@ type pairLog struct {
 	order    []uint64 // sequence numbers in arrival order (first copies only)
 	maxSeen  int64
 	dup      int
+	dupSeqs  []uint64 // sequence numbers that arrived more than once
 	reorder  int
 	arrivals []time.Time
 }
@@ -214,6 +215,7 @@ func (tr *tracker) record(b []byte, from netip.AddrPort) {
 	}
 	if p.seen[seq] {
 		p.dup++
+		p.dupSeqs = append(p.dupSeqs, seq)
 		return
 	}
 	p.seen[seq] = true
@@ -436,9 +438,20 @@ func (f *flow) run(drain time.Duration) (result, time.Duration) {
 			t.Errorf("%v", s.err)
 		}
 	}
+	// Wait for the rest; once no sender has anything left on a send or
+	// retransmit queue for a whole second, nothing more can come.
 	deadline := time.Now().Add(drain)
+	var idleSince time.Time
 	for f.tr.unique() < accepted && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
+		switch {
+		case queuedFrom(t, f.senders) > 0:
+			idleSince = time.Time{}
+		case idleSince.IsZero():
+			idleSince = time.Now()
+		case time.Since(idleSince) > time.Second:
+			deadline = time.Now()
+		}
 	}
 	// A short grace period shows duplicates that trail the last message.
 	time.Sleep(100 * time.Millisecond)
