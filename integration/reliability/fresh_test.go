@@ -160,15 +160,27 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays 
 }
 
 // acceptDiscard reports whether a run's losses carry the signature of the
-// RDS/TCP connection duel: both kernels open path 0 of the new connection
-// at once; the accepting side (the larger address) finds its own attempt
-// in progress or up, and rds_tcp_accept_one closes the accepted socket
-// (rds_tcp_accept_one_path returned NULL: goto rst_nsk) or shuts a path
-// down, throwing away data its TCP had already acknowledged, while the
-// sender's rds_tcp_write_space had dropped those messages as delivered.
+// RDS/TCP accept-discard bug. The accepting kernel (the larger address)
+// takes an incoming TCP connection, rds_tcp_accept_one_path finds no path
+// in state DOWN among the first max(1, c_npaths) paths and returns NULL,
+// and rds_tcp_accept_one closes the socket (rst_nsk) although its TCP has
+// already acknowledged RDS messages on it; the sender's
+// rds_tcp_write_space then drops those messages as delivered. Two
+// openings were seen:
+//
+//   - both kernels open path 0 at once (traffic both ways on a new
+//     connection), so the accepting side's own attempt holds path 0;
+//   - one-way traffic: the smaller address learns the path count from the
+//     handshake pong and connects paths 1-7, while the larger one, which
+//     sends that pong before it records the count from the probe
+//     (rds_recv_incoming, RDS_HS_PROBE), still has c_npaths 0 and so only
+//     considers path 0, which is up: all seven connections are reset, and
+//     the messages the sender had already put on its socket's path are
+//     gone.
+//
 // Upstream fixed this in 2026 ("net/rds: rds_tcp_accept_one ought to not
-// discard messages" and the drain on shutdown in the same RDS/TCP series);
-// Debian's 6.1.192 and 6.12.117 lack both.
+// discard messages", with a drain on shutdown and the cp_index encoding in
+// the same RDS/TCP series); Debian's 6.1.192 and 6.12.117 have neither.
 //
 // The signature: only losses (no duplicate, corruption or reordering);
 // each affected sender lost one block of consecutive messages; no RDS drop
@@ -202,7 +214,7 @@ func (o freshOutcome) acceptDiscard() bool {
 // Losses with the signature of the kernel's accept-discard bug (see
 // freshOutcome.acceptDiscard) are reported as such but do not fail the
 // test unless RDSTEST_RELIABILITY_STRICT=1: Debian's 6.1 and 6.12 kernels
-// both have the bug, and only the both-ways case meets it. Any other loss,
+// both have the bug; both-ways runs meet it often, one-way runs rarely. Any other loss,
 // any duplicate, corruption or reordering fails.
 func TestFreshConnection(t *testing.T) {
 	vmtest.Require(t)
@@ -260,14 +272,14 @@ func TestFreshConnection(t *testing.T) {
 			}
 			outcome := fmt.Sprintf("%d of %d runs exactly-once in order", reps-len(bad)-len(known), reps)
 			if len(known) > 0 {
-				outcome += fmt.Sprintf("; %d runs lost their first messages (kernel connection-duel bug)", len(known))
+				outcome += fmt.Sprintf("; %d runs lost their first messages (kernel accept-discard bug)", len(known))
 			}
 			if len(bad) > 0 {
 				outcome += fmt.Sprintf("; FAILED in %d runs", len(bad))
 			}
 			logLine(t, "fresh-connection-"+dir.name, total, outcome)
 			for _, k := range known {
-				msg := "KNOWN KERNEL BUG (connection duel: the accepting kernel discards TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
+				msg := "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
 				if strict {
 					t.Error(msg)
 				} else {

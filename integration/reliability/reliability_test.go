@@ -558,8 +558,46 @@ func warmUp(t testing.TB) {
 	} {
 		c := open(t, p.s, netip.AddrPortFrom(p.from, port()), nil)
 		ping(t, c, p.to)
+		waitPaths(t, c, p.from, p.to)
 		c.Close()
 	}
+}
+
+// mpathWorkers is RDS_MPATH_WORKERS, the TCP paths of one RDS/TCP
+// connection on kernels with multipath.
+const mpathWorkers = 8
+
+// waitPaths waits until c's namespace lists mpathWorkers TCP sockets
+// between a and b (RDS6_INFO_TCP_SOCKETS), or their number has stayed the
+// same for half a second. Paths 1-7 are connected after the handshake
+// ping; traffic on a path that is still being accepted can be lost (see
+// freshOutcome.acceptDiscard), so the fault tests start only once they
+// are up.
+func waitPaths(t testing.TB, c *rdssock.Conn, a, b netip.Addr) {
+	t.Helper()
+	last, since := -1, time.Now()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		socks, err := c.TCPSockets6()
+		if err != nil {
+			t.Fatalf("TCPSockets6: %v", err)
+		}
+		n := 0
+		for _, s := range socks {
+			l, r := s.Local.Addr().Unmap(), s.Peer.Addr().Unmap()
+			if l == a && r == b || l == b && r == a {
+				n++
+			}
+		}
+		if n >= mpathWorkers {
+			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		} else if n > 0 && time.Since(since) > 500*time.Millisecond {
+			return
+		}
+	}
+	t.Fatalf("the RDS/TCP paths between %v and %v did not settle within 10s (%d TCP sockets)", a, b, last)
 }
 
 // connFlags returns the flags of the RDS connection l -> r in c's
