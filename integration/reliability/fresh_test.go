@@ -272,7 +272,7 @@ func TestFreshConnection(t *testing.T) {
 			}
 			outcome := fmt.Sprintf("%d of %d runs exactly-once in order", reps-len(bad)-len(known), reps)
 			if len(known) > 0 {
-				outcome += fmt.Sprintf("; %d runs lost their first messages (kernel accept-discard bug)", len(known))
+				outcome += fmt.Sprintf("; %d runs lost a block of acknowledged messages (kernel accept-discard bug)", len(known))
 			}
 			if len(bad) > 0 {
 				outcome += fmt.Sprintf("; FAILED in %d runs", len(bad))
