@@ -151,10 +151,41 @@ type pair struct {
 	tos            uint8
 	server, client *end
 	upIn           time.Duration
+	faulted        bool // an RDMA of this pair failed
+}
+
+// faulted lists the pairs whose connection saw a failed RDMA. After a
+// remote access error the kernel's shutdown of the connection hangs in
+// the RDS work queue, stalling every other RDS/IB connection, until the
+// socket that registered memory over it is closed (measured in
+// TestBogusAndStaleCookies); newPair closes those sockets first.
+var (
+	faultedMu sync.Mutex
+	faulted   []*pair
+)
+
+func (p *pair) fault() {
+	faultedMu.Lock()
+	if !p.faulted {
+		p.faulted = true
+		faulted = append(faulted, p)
+	}
+	faultedMu.Unlock()
+}
+
+func retireFaulted() {
+	faultedMu.Lock()
+	f := faulted
+	faulted = nil
+	faultedMu.Unlock()
+	for _, p := range f {
+		p.client.close()
+	}
 }
 
 func newPair(t *testing.T, ctx context.Context) *pair {
 	t.Helper()
+	retireFaulted()
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		p, err := tryPair(t, ctx)
@@ -166,6 +197,9 @@ func newPair(t *testing.T, ctx context.Context) *pair {
 			return p
 		}
 		t.Logf("attempt %d: %v", attempt, err)
+		if attempt == 1 {
+			t.Logf("blocked tasks:\n%s", strings.Join(dumpBlocked(), "\n"))
+		}
 		if attempt == 4 {
 			t.Fatalf("no RDS/IB connection on four fresh TOS values in %v", time.Since(start))
 		}
@@ -243,6 +277,9 @@ func (p *pair) write(t *testing.T, ctx context.Context, ck cmsg.Cookie, off uint
 	if err != nil {
 		t.Fatalf("Wait for write %q: %v", payload, err)
 	}
+	if st != barrier.Success {
+		p.fault()
+	}
 	return st
 }
 
@@ -256,6 +293,9 @@ func (p *pair) read(t *testing.T, ctx context.Context, ck cmsg.Cookie, off uint6
 	st, err := p.server.c.Tracker().Wait(ctx, tok)
 	if err != nil {
 		t.Fatalf("Wait for read: %v", err)
+	}
+	if st != barrier.Success {
+		p.fault()
 	}
 	return st
 }

@@ -1,0 +1,333 @@
+//go:build integration
+
+package twovmfaults
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/netlinkcfg"
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+const port = 4300
+
+type msg struct {
+	data    []byte
+	dest    cmsg.Cookie
+	hasDest bool
+}
+
+type end struct {
+	sock *rdssock.Conn
+	c    *rdmaops.Conn
+	msgs chan msg
+	done chan struct{}
+}
+
+func newEnd(t *testing.T, tr *barrier.Tracker) *end {
+	t.Helper()
+	sock, err := rdssock.Listen(netip.AddrPortFrom(vmtest.LocalAddr4(), port), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := sock.Transport(); err != nil || k != rdssock.TransportIB {
+		t.Fatalf("transport %v, %v; want IB", k, err)
+	}
+	e := &end{sock: sock, c: rdmaops.New(sock, tr, nil), msgs: make(chan msg, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		buf, oob := make([]byte, 4096), make([]byte, 64*cmsg.RDMAStatusSpace)
+		for {
+			n, oobn, _, _, err := sock.ReadMsg(buf, oob)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			dest, has, _, _ := e.c.HandleControl(oob[:oobn])
+			if n > 0 || has {
+				select {
+				case e.msgs <- msg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has}:
+				default:
+				}
+			}
+		}
+	}()
+	return e
+}
+
+func (e *end) close() {
+	e.c.Close()
+	<-e.done
+}
+
+func reliability(t *testing.T, fault string, h map[barrier.Status]int, ops int, outcome string) {
+	t.Helper()
+	other := h[barrier.OtherError] + h[barrier.NotSent] + h[barrier.Unknown] + h[barrier.Pending]
+	t.Logf("RELIABILITY|%s|kernel=%s|ops=%d|success=%d|remote_error=%d|dropped=%d|canceled=%d|other=%d|timeout=%d|outcome=%s",
+		fault, vmtest.KernelRelease(), ops, h[barrier.Success], h[barrier.RemoteError], h[barrier.Dropped], h[barrier.Canceled], other, h[barrier.TimedOut], strings.ReplaceAll(outcome, "|", "/"))
+}
+
+// TestLinkFlapDuringRDMA: the peer VM registers 16 pages and announces the
+// cookie; the main VM streams RDMA WRITEs and READs into them (up to 16
+// outstanding, each with a 5 s deadline) and takes its link down for 3 s
+// in the middle. Every operation must complete exactly once (success or a
+// failure status; none may stay pending past its deadline), the barrier
+// must cover them all, and after the link is back new operations must
+// succeed again; the test states how long that took.
+func TestLinkFlapDuringRDMA(t *testing.T) {
+	vmtest.Require(t)
+	if !vmtest.TwoVMs() {
+		t.Fatal("this package must run in two VMs: its rdsvm.json asks for them; was it started through rdsvm?")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	remote := netip.AddrPortFrom(vmtest.RemoteAddr4(), port)
+	if vmtest.Role() == vmtest.RolePeer {
+		owner(t, ctx, remote)
+		return
+	}
+	initiator(t, ctx, remote)
+}
+
+// owner registers memory for the main VM and serves until "bye".
+func owner(t *testing.T, ctx context.Context, main netip.AddrPort) {
+	e := newEnd(t, nil)
+	defer e.close()
+	ps := os.Getpagesize()
+	region, err := rdmaops.NewRegion(16 * ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mr *rdmaops.MR
+	for {
+		select {
+		case m := <-e.msgs:
+			switch s := string(m.data); {
+			case s == "hello" || s == "key?":
+				// (Re-)announce the key: after a reconnect the main VM asks again.
+				if mr == nil {
+					mr, err = e.c.Register(ctx, region.Span(0, 16*ps), cmsg.FlagReadWrite, main, []byte("key"))
+					if err != nil {
+						t.Logf("peer: Register: %v", err)
+						mr = nil
+						continue
+					}
+				} else if err := e.c.Announce(ctx, mr, main, []byte("key")); err != nil {
+					t.Logf("peer: Announce: %v", err)
+				}
+			case s == "bye":
+				t.Logf("peer: bye after serving; key %v", mr != nil)
+				if mr != nil {
+					mr.Free()
+				}
+				e.close()
+				if err := region.Close(); err != nil {
+					t.Errorf("peer: unmap: %v", err)
+				}
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("peer: no bye from the main VM")
+		}
+	}
+}
+
+func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
+	ps := os.Getpagesize()
+	var mu sync.Mutex
+	completions := map[barrier.Token]int{}
+	tr := barrier.New(&barrier.Config{Timeout: 5 * time.Second, OnComplete: func(c barrier.Completion) {
+		mu.Lock()
+		completions[c.Token]++
+		mu.Unlock()
+	}})
+	defer tr.Close()
+	e := newEnd(t, tr)
+	defer e.close()
+
+	key := func(limit time.Duration) (cmsg.Cookie, bool) {
+		deadline := time.Now().Add(limit)
+		for time.Now().Before(deadline) {
+			e.sock.WriteMsgContext(ctx, []byte("key?"), nil, peer)
+			select {
+			case m := <-e.msgs:
+				if m.hasDest {
+					return m.dest, true
+				}
+			case <-time.After(time.Second):
+			}
+		}
+		return 0, false
+	}
+	start := time.Now()
+	e.sock.WriteMsgContext(ctx, []byte("hello"), nil, peer)
+	ck, ok := key(90 * time.Second)
+	if !ok {
+		t.Fatal("no key from the peer VM within 90 s")
+	}
+	t.Logf("key %v from the peer after %v", ck, time.Since(start))
+	local, err := rdmaops.NewRegion(16 * ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillPattern := func(b []byte, v byte) {
+		for i := range b {
+			b[i] = v
+		}
+	}
+	fillPattern(local.Bytes(), 0x77)
+	do := func(i int) (barrier.Token, error) {
+		op := &rdmaops.Op{Write: i%2 == 0, Remote: ck, RemoteOffset: uint64(i%16) * uint64(ps), Local: []rdmaops.Span{local.Span((i%16)*ps, ps)}}
+		if !op.Write {
+			op.Flags = cmsg.FlagFence
+		}
+		return e.c.Do(ctx, peer, op)
+	}
+	// Baseline.
+	for i := range 16 {
+		tok, err := do(i)
+		if err != nil {
+			t.Fatalf("baseline op %d: %v", i, err)
+		}
+		if st, err := tr.Wait(ctx, tok); err != nil || st != barrier.Success {
+			t.Fatalf("baseline op %d: %v %v", i, st, err)
+		}
+	}
+	firstFlap := tr.Last() + 1
+
+	h, err := netlinkcfg.CurrentNamespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nh, err := h.Handle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+
+	// Stream with a window of 16 while the link goes down for 3 s.
+	var sendErrs int
+	var firstSendErr error
+	stop := make(chan struct{})
+	streamDone := make(chan int)
+	go func() {
+		n := 0
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				streamDone <- n
+				return
+			default:
+			}
+			for tr.Outstanding() >= 16 {
+				time.Sleep(2 * time.Millisecond)
+			}
+			if _, err := do(i); err != nil {
+				mu.Lock()
+				sendErrs++
+				if firstSendErr == nil {
+					firstSendErr = err
+				}
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+			}
+			n++
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	downAt := time.Now()
+	if err := nh.SetDown(vmtest.TwoVMLink); err != nil {
+		t.Fatalf("link down: %v", err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := nh.SetUp(vmtest.TwoVMLink); err != nil {
+		t.Fatalf("link up: %v", err)
+	}
+	upAt := time.Now()
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	issued := <-streamDone
+	lastFlap := tr.Last()
+	if err := tr.WaitAll(ctx, lastFlap); err != nil {
+		t.Fatalf("barrier over the flap: %v (mark %d, last %d, %d outstanding)", err, tr.HighWater(), lastFlap, tr.Outstanding())
+	}
+	settled := time.Since(upAt)
+	hist := map[barrier.Status]int{}
+	mu.Lock()
+	for tok := firstFlap; tok <= lastFlap; tok++ {
+		if completions[tok] != 1 {
+			t.Errorf("op %d completed %d times", tok, completions[tok])
+		}
+		hist[tr.Status(tok)]++
+	}
+	se, fse := sendErrs, firstSendErr
+	mu.Unlock()
+	if hw := tr.HighWater(); hw < lastFlap {
+		t.Fatalf("mark %d below the last op %d", hw, lastFlap)
+	}
+	nops := int(lastFlap - firstFlap + 1)
+	if nops != issued {
+		t.Errorf("%d tokens for %d issued ops", nops, issued)
+	}
+	t.Logf("link down %v at +%v; %d ops, %d send errors (first %v); statuses %v; barrier passed %v after the link came up", 3*time.Second, downAt.Sub(start).Round(time.Millisecond), nops, se, fse, hist, settled.Round(time.Millisecond))
+
+	// Recovery: new ops until one succeeds, asking for the key again when
+	// the old one stops working (the connection's teardown may drop it).
+	recStart := time.Now()
+	var rec map[barrier.Status]int = map[barrier.Status]int{}
+	recOps := 0
+	var okAt time.Duration
+	for time.Since(recStart) < 60*time.Second {
+		tok, err := do(recOps)
+		recOps++
+		if err != nil {
+			rec[barrier.NotSent]++
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		st, _ := tr.Wait(ctx, tok)
+		rec[st]++
+		if st == barrier.Success {
+			okAt = time.Since(upAt)
+			break
+		}
+		if st == barrier.RemoteError {
+			if k, ok := key(5 * time.Second); ok {
+				ck = k
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	reliability(t, "link-flap-3s", hist, nops, fmt.Sprintf("every op completed exactly once; barrier passed %v after link up", settled.Round(time.Millisecond)))
+	reliability(t, "link-flap-3s/recovery", rec, recOps, fmt.Sprintf("first success %v after link up (0 = none within 60s)", okAt.Round(time.Millisecond)))
+	if okAt == 0 {
+		t.Errorf("no successful RDMA within 60 s after the link came back; statuses %v", rec)
+	}
+	// Tell the peer to finish.
+	for range 3 {
+		e.sock.WriteMsgContext(ctx, []byte("bye"), nil, peer)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if local.Users() != 0 {
+		t.Errorf("local region has %d users after every op completed", local.Users())
+	}
+	local.Close()
+}
