@@ -150,12 +150,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if err != nil {
 		return 0, opError("read", c.LocalAddr(), nil, err)
 	}
-	var perr error
-	if ctx == nil || ctx.Done() == nil {
-		perr = c.rc.Read(op.recv)
-	} else {
-		perr = c.waitContext(ctx, "recvmmsg", false, op.recv)
-	}
+	perr := c.wait(ctx, false, op.recv)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		for i := range n {
@@ -191,12 +186,7 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 		return 0, opError("write", c.LocalAddr(), nil, err)
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	var perr error
-	if ctx == nil || ctx.Done() == nil {
-		perr = c.rc.Write(op.send)
-	} else {
-		perr = c.waitContext(ctx, "sendmsg", true, op.send)
-	}
+	perr := c.wait(ctx, true, op.send)
 	n, errno := op.n, op.errno
 	for i := range n {
 		ms[i].N = int(op.hdrs[i].len)

@@ -30,6 +30,8 @@ type Conn struct {
 	tsActive bool
 
 	waitCongested atomic.Bool // Config.WaitCongested is in force
+
+	readDeadline, writeDeadline deadlineMux
 }
 
 // Socket creates an unbound RDS socket with cfg applied (nil means
@@ -49,12 +51,18 @@ func Socket(cfg *Config) (*Conn, error) {
 		s.Close()
 		return nil, opError("socket", nil, nil, err)
 	}
-	c := &Conn{s: s, rc: rc}
+	c := newConn(s, rc)
 	if err := c.applyConfig(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+func newConn(s *socket.Conn, rc syscall.RawConn) *Conn {
+	c := &Conn{s: s, rc: rc}
+	c.readDeadline.set, c.writeDeadline.set = s.SetReadDeadline, s.SetWriteDeadline
+	return c
 }
 
 // Listen creates an RDS socket bound to addr with cfg applied before bind
@@ -161,14 +169,19 @@ func (c *Conn) RemoteAddr() net.Addr {
 }
 
 // SetDeadline sets the read and write deadlines, as net.Conn does.
-func (c *Conn) SetDeadline(t time.Time) error { return c.s.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.readDeadline.setUser(t); err != nil {
+		return err
+	}
+	return c.writeDeadline.setUser(t)
+}
 
 // SetReadDeadline sets the deadline for reads; zero means none.
-func (c *Conn) SetReadDeadline(t time.Time) error { return c.s.SetReadDeadline(t) }
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.readDeadline.setUser(t) }
 
 // SetWriteDeadline sets the deadline for writes; zero means none. RDS
 // sends block only while the send buffer is full.
-func (c *Conn) SetWriteDeadline(t time.Time) error { return c.s.SetWriteDeadline(t) }
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.writeDeadline.setUser(t) }
 
 // SyscallConn returns the raw connection, for options this package does
 // not cover. It implements syscall.Conn. The descriptor must stay

@@ -26,7 +26,7 @@ func socketpairConns() (*Conn, *Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Conn{s: s, rc: rc}, nil
+		return newConn(s, rc), nil
 	}
 	a, err := wrap(fds[0])
 	if err != nil {

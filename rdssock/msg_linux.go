@@ -4,10 +4,8 @@ package rdssock
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"unsafe"
 
@@ -175,12 +173,7 @@ func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, o
 
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	op := getOp(b, oob, flags)
-	var perr error
-	if ctx == nil || ctx.Done() == nil {
-		perr = c.rc.Read(op.recv)
-	} else {
-		perr = c.waitContext(ctx, "recvmsg", false, op.recv)
-	}
+	perr := c.wait(ctx, false, op.recv)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	from = op.sa.get(op.hdr.Namelen)
 	errno := op.errno
@@ -232,12 +225,7 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 		op.hdr.Namelen = sl
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	var perr error
-	if ctx == nil || ctx.Done() == nil {
-		perr = c.rc.Write(op.send)
-	} else {
-		perr = c.waitContext(ctx, "sendmsg", true, op.send)
-	}
+	perr := c.wait(ctx, true, op.send)
 	n, errno := op.n, op.errno
 	putOp(op)
 	switch {
@@ -254,43 +242,6 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 	return n, nil
 }
 
-// waitContext runs f in the poller until it reports done, ctx is done, or
-// the deadline passes. The context's deadline or cancellation is applied
-// through the socket's read or write deadline for the duration of the call.
-func (c *Conn) waitContext(ctx context.Context, name string, write bool, f func(uintptr) bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	setDeadline := c.s.SetReadDeadline
-	wait := c.rc.Read
-	if write {
-		setDeadline, wait = c.s.SetWriteDeadline, c.rc.Write
-	}
-	if d, ok := ctx.Deadline(); ok {
-		if err := setDeadline(d); err != nil {
-			return err
-		}
-	}
-	fired := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = setDeadline(aLongTimeAgo)
-		close(fired)
-	})
-	err := wait(f)
-	stopped := stop()
-	if !stopped {
-		<-fired // the deadline is in the past: wait so that clearing it sticks
-	}
-	if !stopped || hasDeadline(ctx) {
-		_ = setDeadline(noDeadline)
-	}
-	if err != nil && (ctx.Err() != nil || hasDeadline(ctx) && errors.Is(err, os.ErrDeadlineExceeded)) {
-		<-ctx.Done() // the poller's timer can fire just before the context's
-		return ctx.Err()
-	}
-	return err
-}
-
 // pollErr normalises an error from the runtime poller: after Close it is
 // net.ErrClosed, as for the net package's sockets.
 func (c *Conn) pollErr(err error) error {
@@ -299,8 +250,6 @@ func (c *Conn) pollErr(err error) error {
 	}
 	return err
 }
-
-func hasDeadline(ctx context.Context) bool { _, ok := ctx.Deadline(); return ok }
 
 // ReadFrom implements net.PacketConn: it receives one message's data. It
 // skips 0-byte notices that carry only control data (they have no sender;

@@ -1,0 +1,173 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestConcurrentContexts: goroutines waiting on one socket, each with its
+// own context, plus one plain ReadMsg. Canceling one context or letting one
+// time out wakes only that call; the others go on waiting and get the
+// messages sent afterwards.
+func TestConcurrentContexts(t *testing.T) {
+	a, b := pair(t)
+	canceled, cancel := context.WithCancel(context.Background())
+	timed, cancelTimed := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer cancelTimed()
+	long, cancelLong := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancelLong()
+
+	type result struct {
+		name string
+		msg  string
+		err  error
+	}
+	results := make(chan result, 8)
+	read := func(name string, ctx context.Context) {
+		buf := make([]byte, 16)
+		n, _, _, _, err := b.ReadMsgFlags(ctx, buf, nil, 0)
+		results <- result{name, string(buf[:n]), err}
+	}
+	go read("canceled", canceled)
+	go read("timed", timed)
+	for _, name := range []string{"long1", "long2"} {
+		go read(name, long)
+	}
+	go read("plain", nil)
+
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	got := map[string]result{}
+	for range 2 {
+		r := <-results
+		got[r.name] = r
+	}
+	if r := got["canceled"]; !errors.Is(r.err, context.Canceled) {
+		t.Errorf("canceled read: %q, %v; want context.Canceled", r.msg, r.err)
+	}
+	if r := got["timed"]; !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("timed read: %q, %v; want context.DeadlineExceeded", r.msg, r.err)
+	}
+	select {
+	case r := <-results:
+		t.Fatalf("%s returned early: %q, %v", r.name, r.msg, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for _, m := range []string{"m1", "m2", "m3"} {
+		if _, err := a.WriteMsg([]byte(m), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for range 3 {
+		select {
+		case r := <-results:
+			if r.err != nil {
+				t.Errorf("%s: %v", r.name, r.err)
+			}
+			seen[r.msg] = true
+		case <-time.After(5 * time.Second):
+			t.Fatal("a waiting read did not get its message")
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("messages received: %v; want m1, m2, m3 once each", seen)
+	}
+}
+
+// TestContextKeepsUserDeadline: a context wait neither clears nor extends
+// the deadline the application set.
+func TestContextKeepsUserDeadline(t *testing.T) {
+	_, b := pair(t)
+	if err := b.SetReadDeadline(time.Now().Add(80 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReadMsgContext: %v; want context.DeadlineExceeded", err)
+	}
+	long, cancelLong := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelLong()
+	start := time.Now()
+	_, _, _, _, err := b.ReadMsgContext(long, make([]byte, 8), nil)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadMsgContext past the socket's deadline: %v; want os.ErrDeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the socket's deadline was lost: the read took %v", d)
+	}
+	if _, _, _, _, err := b.ReadMsg(make([]byte, 8), nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadMsg past the socket's deadline: %v", err)
+	}
+}
+
+// TestContextStress: many goroutines with short contexts on one socket
+// while messages flow; every message is received exactly once.
+func TestContextStress(t *testing.T) {
+	a, b := pair(t)
+	const msgs = 2000
+	var mu sync.Mutex
+	seen := make(map[byte]int)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 8)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil)
+				cancel()
+				if err != nil {
+					if !errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("ReadMsgContext: %v", err)
+						return
+					}
+					continue
+				}
+				mu.Lock()
+				seen[buf[0]]++
+				mu.Unlock()
+				if n != 2 {
+					t.Errorf("got %d bytes", n)
+				}
+			}
+		}()
+	}
+	for i := range msgs {
+		if _, err := a.WriteMsg([]byte{byte(i), byte(i >> 8)}, nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		total := 0
+		for _, n := range seen {
+			total += n
+		}
+		mu.Unlock()
+		if total == msgs || time.Now().After(deadline) {
+			if total != msgs {
+				t.Errorf("received %d of %d messages", total, msgs)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+}
