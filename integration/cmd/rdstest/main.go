@@ -198,22 +198,37 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if len(pkgs) == 0 {
+	if len(pkgs.plain)+len(pkgs.race) == 0 {
 		return errors.New("no package has integration-tagged tests")
 	}
 	for _, k := range kernels {
 		stage("integration tests, kernel " + releases[k])
 		t0 := time.Now()
-		args := []string{"test", "-tags", "integration", "-exec", rdsvm, "-count=1", "-json", "-v",
-			"-p", fmt.Sprint(*flagParallel), "-timeout", "10m"}
-		if *flagRun != "" {
-			args = append(args, "-run", *flagRun)
-		}
-		args = append(args, pkgs...)
-		t, err := goTestJSON([]string{"RDSVM_KERNEL=" + k}, args...)
-		if err != nil {
-			fmt.Printf("rdstest: %v\n", err)
-			t.failed++
+		var t tally
+		for _, group := range []struct {
+			pkgs []string
+			race bool
+		}{{pkgs.plain, false}, {pkgs.race, true}} {
+			if len(group.pkgs) == 0 {
+				continue
+			}
+			args := []string{"test", "-tags", "integration", "-exec", rdsvm, "-count=1", "-json", "-v",
+				"-p", fmt.Sprint(*flagParallel), "-timeout", "10m"}
+			env := []string{"RDSVM_KERNEL=" + k}
+			if group.race {
+				args = append(args, "-race")
+				env = append(env, "CGO_ENABLED=1")
+			}
+			if *flagRun != "" {
+				args = append(args, "-run", *flagRun)
+			}
+			args = append(args, group.pkgs...)
+			gt, err := goTestJSON(env, args...)
+			if err != nil {
+				fmt.Printf("rdstest: %v\n", err)
+				gt.failed++
+			}
+			t.add(gt)
 		}
 		note("kernel %s: %s (%s)", releases[k], t, time.Since(t0).Round(time.Second))
 		for _, b := range bootLines {
@@ -253,6 +268,7 @@ func ensureHostPackages() error {
 		"depmod":             "kmod",
 		"dpkg-deb":           "dpkg",
 		"apt-get":            "apt",
+		"gcc":                "gcc", // cgo, which the race detector needs
 	}
 	var missing []string
 	for cmd, pkg := range need {
@@ -260,9 +276,12 @@ func ensureHostPackages() error {
 			missing = append(missing, pkg)
 		}
 	}
+	if _, err := os.Stat("/usr/include/stdlib.h"); err != nil {
+		missing = append(missing, "libc6-dev")
+	}
 	sort.Strings(missing)
 	if len(missing) == 0 {
-		fmt.Println("all host packages present (qemu-system-x86, kmod, dpkg, apt)")
+		fmt.Println("all host packages present (qemu-system-x86, kmod, dpkg, apt, gcc, libc6-dev)")
 		return nil
 	}
 	if os.Geteuid() != 0 {
@@ -283,40 +302,77 @@ func ensureHostPackages() error {
 	return nil
 }
 
+// integrationPkgs are the packages with integration tests, split by whether
+// their rdsvm.json asks for the race detector.
+type integrationPkgs struct{ plain, race []string }
+
 // integrationPackages lists the packages whose test files change with the
 // integration build tag.
-func integrationPackages() ([]string, error) {
+func integrationPackages() (integrationPkgs, error) {
+	var pkgs integrationPkgs
+	dirs := map[string]string{}
 	list := func(tags ...string) (map[string]string, error) {
 		args := append([]string{"list"}, tags...)
-		args = append(args, "-f", "{{.ImportPath}} {{join .TestGoFiles \",\"}} {{join .XTestGoFiles \",\"}}", "./...")
+		args = append(args, "-f", "{{.ImportPath}} {{.Dir}} {{join .TestGoFiles \",\"}} {{join .XTestGoFiles \",\"}}", "./...")
 		out, err := exec.Command("go", args...).Output()
 		if err != nil {
 			return nil, fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
 		}
 		m := map[string]string{}
 		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			p, files, _ := strings.Cut(l, " ")
-			m[p] = files
+			p, rest, _ := strings.Cut(l, " ")
+			dir, files, _ := strings.Cut(rest, " ")
+			m[p], dirs[p] = files, dir
 		}
 		return m, nil
 	}
 	with, err := list("-tags", "integration")
 	if err != nil {
-		return nil, err
+		return pkgs, err
 	}
 	without, err := list()
 	if err != nil {
-		return nil, err
+		return pkgs, err
 	}
-	var pkgs []string
 	for p, files := range with {
-		if files != without[p] {
-			pkgs = append(pkgs, p)
+		if files == without[p] {
+			continue
+		}
+		race, err := wantsRace(dirs[p])
+		if err != nil {
+			return pkgs, err
+		}
+		if race {
+			pkgs.race = append(pkgs.race, p)
+		} else {
+			pkgs.plain = append(pkgs.plain, p)
 		}
 	}
-	sort.Strings(pkgs)
-	fmt.Printf("packages with integration tests: %s\n", strings.Join(pkgs, " "))
+	sort.Strings(pkgs.plain)
+	sort.Strings(pkgs.race)
+	fmt.Printf("packages with integration tests: %s\n", strings.Join(pkgs.plain, " "))
+	if len(pkgs.race) > 0 {
+		fmt.Printf("with the race detector (rdsvm.json \"race\": true): %s\n", strings.Join(pkgs.race, " "))
+	}
 	return pkgs, nil
+}
+
+// wantsRace reports whether the rdsvm.json in dir sets "race": true.
+func wantsRace(dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "rdsvm.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var cfg struct {
+		Race bool `json:"race"`
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return false, fmt.Errorf("%s: %w", filepath.Join(dir, "rdsvm.json"), err)
+	}
+	return cfg.Race, nil
 }
 
 // event is one line of go test -json (test2json) output.

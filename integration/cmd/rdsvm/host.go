@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,6 +39,10 @@ type pkgConfig struct {
 	VMs       int    `json:"vms"`        // 1 (default) or 2
 	MemoryMiB int    `json:"memory_mib"` // guest memory per VM, default 512
 	Timeout   string `json:"timeout"`    // whole-run timeout, a time.ParseDuration string
+	// Race says the package's tests must run with the race detector:
+	// rdstest builds them with -race, and rdsvm refuses a test binary
+	// built without it, so a run by hand cannot quietly lose the checks.
+	Race bool `json:"race"`
 }
 
 const defaultTimeout = 15 * time.Minute
@@ -66,6 +71,11 @@ func runHost(testBin string, args []string) (int, error) {
 	cfg, err := readPkgConfig()
 	if err != nil {
 		return 1, err
+	}
+	if cfg.Race {
+		if err := requireRace(testBin); err != nil {
+			return 1, err
+		}
 	}
 	timeout, err := pickTimeout(cfg, args)
 	if err != nil {
@@ -640,4 +650,18 @@ func sanitize(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// requireRace fails unless testBin was built with the race detector.
+func requireRace(testBin string) error {
+	info, err := buildinfo.ReadFile(testBin)
+	if err != nil {
+		return fmt.Errorf("rdsvm.json asks for the race detector, but the build settings of %s are unreadable: %w", testBin, err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return nil
+		}
+	}
+	return fmt.Errorf("rdsvm.json asks for the race detector: run go test -race (CGO_ENABLED=1) for this package")
 }
