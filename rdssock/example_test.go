@@ -1,6 +1,7 @@
 package rdssock_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log"
@@ -119,4 +120,42 @@ func ExampleConn_packetConn() {
 	defer pc.Close()
 	to, _ := rdssock.ParseAddr("127.0.0.1:4000")
 	pc.WriteTo([]byte("to myself"), to)
+}
+
+// Bring a new RDS/TCP connection fully up before the first data message,
+// so that no message is exposed to the kernel's path set-up.
+func ExampleWarmUp() {
+	local, peer := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rdssock.WarmUp(ctx, local, peer, nil); err != nil {
+		log.Fatal(err)
+	}
+	c, err := rdssock.Listen(netip.AddrPortFrom(local, 4000), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.WriteMsg([]byte("first"), nil, netip.AddrPortFrom(peer, 4000)); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Send as fast as the receiver drains its queue: with WaitCongested a send
+// to a congested port waits (up to the write deadline) instead of failing
+// with ErrCongested.
+func ExampleConfig_waitCongested() {
+	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), &rdssock.Config{WaitCongested: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	peer := netip.MustParseAddrPort("10.0.0.2:4000")
+	c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	msg := make([]byte, 1024)
+	for range 100000 {
+		if _, err := c.WriteMsg(msg, nil, peer); err != nil {
+			log.Fatal(err) // a timeout if the receiver stalled for 30 s
+		}
+	}
 }

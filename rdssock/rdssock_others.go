@@ -194,3 +194,6 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, error) {
 	return 0, notLinux()
 }
+
+// WarmUp fails: RDS needs Linux.
+func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error { return notLinux() }
