@@ -32,7 +32,21 @@
 //
 // Sends and receives go through the Go runtime poller, honour deadlines,
 // and have context variants. They issue sendmsg and recvmsg directly with
-// pooled message headers, so a call allocates nothing.
+// pooled message headers, so a call allocates nothing. Any number of
+// goroutines may send and receive on one Conn at once, each with its own
+// context. A send to a congested port fails with ErrCongested, or waits
+// with Config.WaitCongested.
+//
+// # Reliability
+//
+// RDS delivers each message a socket accepted once and in order per
+// sender and receiver, over loss, duplication, reordering and link
+// failures (see the reliability suite in integration/reliability). It
+// drops, and counts in its recv_drop_* counters, messages for a port no
+// socket is bound to; messages still queued when a socket is closed are
+// freed without a counter.
+//
+// Call WarmUp before the first messages on a new RDS/TCP connection.
 //
 // # Options and information tables
 //
@@ -57,6 +71,18 @@
 // On operating systems other than Linux the package compiles and every
 // function returns an error matching ErrUnavailable.
 package rdssock
+
+// BUG(kernel): Linux up to at least 6.12 can lose messages sent while a new
+// RDS/TCP connection sets up its paths: the accepting side resets a path
+// whose TCP already acknowledged them. WarmUp avoids it, except when both
+// hosts open the same connection at the same moment. Upstream fixed it in
+// "net/rds: rds_tcp_accept_one ought to not discard messages".
+
+// BUG(kernel): after RDS/TCP connections are reset, Linux up to at least
+// 6.12 can pair the new TCP connections with different paths than before,
+// so a message retransmitted after the reset may be delivered twice, or a
+// new one dropped as old (recv_drop_old_seq). Upstream fixed it in
+// "net/rds: Encode cp_index in TCP source port".
 
 import (
 	"net"
