@@ -27,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/go-rds/rds/integration/internal/kernel"
@@ -84,6 +85,7 @@ func main() {
 		fmt.Printf("rdstest: %v\n", err)
 		total.failed++
 	}
+	printReliability()
 	fmt.Printf("\n==== rdstest summary (%s) ====\n", time.Since(start).Round(time.Second))
 	for _, s := range summary {
 		fmt.Println(s)
@@ -422,6 +424,9 @@ func goTestJSON(env []string, args ...string) (tally, error) {
 			if bootLine.MatchString(e.Output) {
 				bootLines = append(bootLines, strings.TrimSpace(e.Output))
 			}
+			if _, row, ok := strings.Cut(e.Output, reliabilityPrefix); ok {
+				reliabilityRows = append(reliabilityRows, strings.TrimSpace(row))
+			}
 			switch {
 			case *flagVerbose:
 				fmt.Print(e.Output)
@@ -623,4 +628,47 @@ func indent(s string) string {
 		b.WriteString("    " + l + "\n")
 	}
 	return b.String()
+}
+
+// reliabilityPrefix starts the one-line results the fault-injection tests
+// log: "RELIABILITY|<fault>|kernel=<release>|<key>=<value>|...|outcome=<text>".
+const reliabilityPrefix = "RELIABILITY|"
+
+// reliabilityRows collects those lines from every test, passing or not.
+var reliabilityRows []string
+
+// printReliability prints the collected rows as one table per kernel.
+func printReliability() {
+	if len(reliabilityRows) == 0 {
+		return
+	}
+	stage("reliability table")
+	type row struct{ fault, kernel, counts, outcome string }
+	var rows []row
+	for _, l := range reliabilityRows {
+		var r row
+		var counts []string
+		for i, f := range strings.Split(l, "|") {
+			k, v, _ := strings.Cut(f, "=")
+			switch {
+			case i == 0:
+				r.fault = f
+			case k == "kernel":
+				r.kernel = v
+			case k == "outcome":
+				r.outcome = v
+			default:
+				counts = append(counts, f)
+			}
+		}
+		r.counts = strings.Join(counts, " ")
+		rows = append(rows, r)
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].kernel < rows[j].kernel })
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "kernel\tfault\tcounts\toutcome")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.kernel, r.fault, r.counts, r.outcome)
+	}
+	w.Flush()
 }
