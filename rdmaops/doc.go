@@ -41,8 +41,9 @@
 //
 // Keys are freed with MR.Free (RDS_FREE_MR, invalidating when registered
 // with cmsg.FlagInvalidate); cmsg.FlagUseOnce makes the kernel drop a key
-// after the first RDMA against it; Conn.Flush flushes the transport's pool
-// of unused registrations; closing the socket drops all of its keys.
+// after the first RDMA against it (not at once: see the BUG notes);
+// Conn.Flush flushes the transport's pool of unused registrations; closing
+// the socket drops all of its keys.
 //
 // # Operations
 //
@@ -66,13 +67,44 @@
 // FetchAdd, CompareSwap and their masked forms are encoded (Atomic,
 // Conn.DoAtomic) but disabled unless Options.AllowAtomics is set.
 //
-// BUG(rds): Freeing a registration does not revoke it at once. On Linux 6.1
-// over Soft-RoCE a peer's RDMA WRITE with a freed, invalidated cookie still
-// changed memory in most attempts. Do not reuse or unmap memory a peer may
-// still target until the protocol says the peer is done with it; use
-// cmsg.FlagUseOnce keys for single transfers, and a Pool, whose buffers
-// return only when the reader releases them and get fresh keys after a
-// failure (Buffer.Fail).
+// # Revocation and the safe pattern
+//
+// A freed key keeps working for a while (see the BUG notes): the only
+// protection that does not depend on kernel timing is to keep memory a
+// peer may still target mapped and unused until the peer confirms it is
+// done with the cookie. A Pool does that with Buffer.Revoke (free the key,
+// hold the buffer out of circulation) and Buffer.Confirm (new key,
+// Available again); a region is never unmapped while a registration or an
+// operation counts as its user (Region.Close fails with ErrBusy), and its
+// pages are its own, so a late transfer can only reach the memory that
+// was registered. Conn.Close resolves the operations still in flight.
+//
+// BUG(rds): Freeing a registration does not revoke it at once. Measured
+// on Linux 6.1 over Soft-RoCE (package integration/rdmafaults): a peer's
+// RDMA WRITE with a freed, invalidated cookie still landed in 18 of 20
+// attempts, also after RDS_FREE_MR with a zero cookie (Conn.Flush) and
+// 200 ms later. The key died only after the owner's peer had acknowledged
+// the message that carried the registration (any message from the peer
+// carries the acknowledgement) and the transport's deferred flush ran.
+// RDS_RDMA_USE_ONCE behaves the same: a second WRITE issued right after
+// the first use's immediate data still landed; one issued a second later
+// was refused. Closing the owner's socket killed its keys at once.
+//
+// BUG(rds): RDS registers whole pages, and FRWR registrations (Soft-RoCE,
+// current RoCE adapters) always grant remote write access: measured, a
+// peer READ of the whole page behind a 100-byte registration succeeded,
+// and a WRITE into a key registered without RDS_RDMA_READWRITE landed.
+// Only the page boundary protects memory; use Regions, never memory that
+// shares pages with other data.
+//
+// BUG(rds): After a remote access error the kernel tears the RDS/IB
+// connection down, and on Linux 6.1 its shutdown then hangs
+// (rds_ib_conn_path_shutdown, in the single RDS work queue, so no RDS/IB
+// connection of any TOS comes up meanwhile) until the socket that
+// registered memory over that connection is closed; freeing and flushing
+// the keys is not enough. After closing that socket the connection was
+// back within 100 ms. An owner that sees a peer's operation fail, or loses
+// contact, should close and reopen its socket and register again.
 //
 // BUG(rds): The kernel posts every RDS atomic as a masked atomic, which
 // Soft-RoCE (rxe) does not implement: sendmsg succeeds, no completion

@@ -40,10 +40,12 @@ func (m *MR) Flags() cmsg.Flags { return m.flags }
 // RDS_CMSG_RDMA_DEST control message carrying it (cmsg's RDMADest, or
 // HandleControl's dest). msg may be empty.
 //
-// flags: cmsg.FlagReadWrite lets the peer write (an RDMA WRITE target);
-// cmsg.FlagUseOnce makes the kernel drop the key after the first RDMA
-// against it (when the peer's immediate data arrives); cmsg.FlagInvalidate
-// invalidates the key when it is freed.
+// flags: cmsg.FlagReadWrite marks the peer as a writer (an RDMA WRITE
+// target; FRWR adapters let the peer write even without it, see the
+// package BUG notes); cmsg.FlagUseOnce makes the kernel drop the key after
+// the first RDMA against it (when the peer's immediate data arrives, and
+// effective only some time later); cmsg.FlagInvalidate invalidates the key
+// when it is freed.
 //
 // The first registration on a connection still being set up can fail with
 // EAGAIN; Register retries it within Options.MapRetries.
