@@ -34,7 +34,10 @@ type Client struct {
 	nextID atomic.Uint32
 	mu     sync.Mutex
 	calls  map[uint32]chan msg
-	done   chan struct{}
+	// held maps the ID of a call that ended without the server's answer
+	// to its buffer, revoked and quarantined until the answer comes.
+	held map[uint32]*rdmaops.Buffer
+	done chan struct{}
 }
 
 // ClientConfig configures a Client.
@@ -54,7 +57,7 @@ func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *C
 	if cc.Buffers <= 0 {
 		cc.Buffers = 8
 	}
-	cl := &Client{sock: sock, c: rdmaops.New(sock, nil, nil), server: server, calls: make(map[uint32]chan msg), done: make(chan struct{})}
+	cl := &Client{sock: sock, c: rdmaops.New(sock, nil, nil), server: server, calls: make(map[uint32]chan msg), held: make(map[uint32]*rdmaops.Buffer), done: make(chan struct{})}
 	go cl.loop()
 	pong, err := cl.ping(ctx)
 	if err != nil {
@@ -117,7 +120,16 @@ func (cl *Client) loop() {
 		}
 		cl.mu.Lock()
 		ch := cl.calls[m.ID]
+		b := cl.held[m.ID]
+		delete(cl.held, m.ID)
 		cl.mu.Unlock()
+		if b != nil {
+			// The late answer to an abandoned call: the server is done
+			// with the buffer's old cookie. Registering anew sends a
+			// message, so it does not run on the reading goroutine; if it
+			// fails the buffer stays out of circulation, which is safe.
+			go func() { _ = b.Confirm() }()
+		}
 		if ch != nil {
 			select {
 			case ch <- m:
@@ -136,6 +148,23 @@ func (cl *Client) begin(m *msg) chan msg {
 	cl.calls[m.ID] = ch
 	cl.mu.Unlock()
 	return ch
+}
+
+// abandon handles a buffer whose call ended without a definite answer
+// (timeout, canceled context, send error): the server may still transfer
+// into or out of it, and the kernel honours a freed key for a while, so
+// the buffer is revoked and quarantined until the server's late answer to
+// call id arrives. If the server answered (an error reply or a malformed
+// one), it is done with the buffer, which gets a new key at once.
+func (cl *Client) abandon(id uint32, b *rdmaops.Buffer, err error) {
+	if errors.Is(err, ErrServer) {
+		b.Fail()
+		return
+	}
+	_ = b.Revoke() // quarantined even if the free failed
+	cl.mu.Lock()
+	cl.held[id] = b
+	cl.mu.Unlock()
 }
 
 func (cl *Client) end(id uint32) {
@@ -197,8 +226,7 @@ func (cl *Client) ReadBlock(ctx context.Context, n uint64, fn func(data []byte) 
 		if refused(r, err) {
 			b.Release() // the server never touched the buffer
 		} else {
-			// The server may still write into the buffer: give it a new key.
-			b.Fail()
+			cl.abandon(req.ID, b, err)
 		}
 		return err
 	}
@@ -237,7 +265,7 @@ func (cl *Client) WriteBlock(ctx context.Context, n uint64, fill func(buf []byte
 		if refused(r, err) {
 			b.Release()
 		} else {
-			b.Fail()
+			cl.abandon(req.ID, b, err)
 		}
 		return err
 	}
