@@ -782,7 +782,15 @@ loop:
 		}
 		h := stressHdr{typ: typ, task: t.id, run: s.runID, seq: t.sent, ts: monoNow(), aux: uint32(o.ackSize)}
 		h.put(msg)
+		if rr {
+			// Counted before the send: the answer can arrive, and be
+			// counted off, before the send call returns.
+			s.inflight.Add(1)
+		}
 		if err = s.send(sendCtx, t, msg); err != nil {
+			if rr {
+				s.inflight.Add(^uint64(0))
+			}
 			if sendCtx.Err() != nil && ctx.Err() == nil {
 				err = nil // the duration ended during a congested wait
 				if rr {
@@ -794,9 +802,6 @@ loop:
 		t.sent++
 		s.msgs.Add(1)
 		s.bytes.Add(uint64(len(msg)))
-		if rr {
-			s.inflight.Add(1)
-		}
 	}
 	s.markEnd()
 	if err != nil {
