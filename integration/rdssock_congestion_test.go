@@ -4,6 +4,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -19,9 +20,15 @@ import (
 
 // congestedPair returns a sender in the initial namespace and a receiver in
 // the peer namespace whose tiny receive buffer makes its port congested
-// after a few messages, with the RDS/TCP connection already up.
+// after a few messages, with the RDS/TCP connection and all its paths up
+// (see rdssock.WarmUp: messages on a path still being set up can be lost).
 func congestedPair(t *testing.T, senderCfg *rdssock.Config) (a, b *rdssock.Conn) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rdssock.WarmUp(ctx, vmtest.TCPLocal4, vmtest.TCPPeer4, nil); err != nil {
+		t.Fatal(err)
+	}
 	a = listen(t, netip.AddrPortFrom(vmtest.TCPLocal4, port()), senderCfg)
 	b = listenPeer(t, netip.AddrPortFrom(vmtest.TCPPeer4, port()), &rdssock.Config{ReceiveBuffer: 4096})
 	if _, err := a.WriteMsg([]byte("warm-up"), nil, b.LocalAddrPort()); err != nil {
@@ -45,6 +52,8 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 		t.Fatal(err)
 	}
 	const msgs, size = 600, 1024
+	a.SetWriteDeadline(time.Time{}) // a lost wake-up must show as a stuck sender
+	b.SetReadDeadline(time.Now().Add(20 * time.Second))
 	sendErr := make(chan error, 1)
 	var mallocs uint64
 	go func() {
@@ -69,7 +78,12 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 	for i := range msgs {
 		n, _, _, from, err := b.ReadMsg(buf, nil)
 		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
+			select {
+			case serr := <-sendErr:
+				t.Fatalf("message %d: %v; the sender had finished (%v): the kernel lost messages", i, err, serr)
+			default:
+				t.Fatalf("message %d: %v; the sender is still waiting: a lost congestion wake-up", i, err)
+			}
 		}
 		if n != size || binary.BigEndian.Uint32(buf) != uint32(i) || buf[size-1] != byte(i) || from != a.LocalAddrPort() {
 			t.Fatalf("message %d: got %d bytes, sequence %d, from %v", i, n, binary.BigEndian.Uint32(buf), from)

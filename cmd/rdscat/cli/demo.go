@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/netlinkcfg"
+	"github.com/go-rds/rds/rdssock"
 )
 
 func init() {
@@ -176,11 +177,18 @@ func runTour(e *env, t topology) error {
 	}
 	peer4000 := netip.AddrPortFrom(t.peer, 4000).String()
 
-	// The ping comes first: it brings the RDS/TCP connection up. On Debian's
-	// 6.1 kernel, data sent while a brand-new RDS/TCP connection between two
-	// namespaces was still being set up was seen to vanish although the
-	// sender's kernel counted it acknowledged (see the project's issue on
-	// reliability); once the connection is up, nothing was lost.
+	// Bring the RDS/TCP connection and all its paths up before anything
+	// else: while a new connection sets up its paths, Linux up to 6.12 can
+	// reset one that already carried acknowledged messages, losing them,
+	// and the connection table briefly shows it connecting
+	// (rdssock.WarmUp documents the defect).
+	wctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	err = rdssock.WarmUp(wctx, t.local, t.peer, nil)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("bringing up the RDS/TCP connection %v -> %v: %w", t.local, t.peer, err)
+	}
+
 	tr.section("RDS ping: the peer's kernel answers from port 0, no program needed")
 	tr.run([]string{"ping", "-c", "3", "-i", "200ms", "-from", t.local.String(), t.peer.String()},
 		regexp.MustCompile(`3 sent, 3 received, 0% loss`))
