@@ -264,14 +264,7 @@ func TestFreshConnection(t *testing.T) {
 					from, to = b, a
 				}
 				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second)
-				total.sent += o.res.sent
-				total.accepted += o.res.accepted
-				total.received += o.res.received
-				total.dup += o.res.dup
-				total.reordered += o.res.reordered
-				total.corrupt += o.res.corrupt
-				total.lost += o.res.lost
-				total.unexpected += o.res.unexpected
+				total.add(o.res)
 				var miss []string
 				for _, fs := range o.senders {
 					miss = append(miss, fmt.Sprintf("sender %d -> %s namespace: %s", fs.id, fs.recvSide, seqRanges(fs.missing)))
@@ -373,14 +366,7 @@ func TestFreshConnectionWarmedUp(t *testing.T) {
 					from, to = b, a
 				}
 				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
-				total.sent += o.res.sent
-				total.accepted += o.res.accepted
-				total.received += o.res.received
-				total.dup += o.res.dup
-				total.reordered += o.res.reordered
-				total.corrupt += o.res.corrupt
-				total.lost += o.res.lost
-				total.unexpected += o.res.unexpected
+				total.add(o.res)
 				if !o.res.clean() {
 					failed++
 					t.Errorf("run %d %v -> %v after WarmUp: %+v; RDS counters: %s; TCP counters:%s", i, from, to, o.res, o.deltas, o.tcp)

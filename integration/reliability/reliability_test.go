@@ -324,6 +324,18 @@ type result struct {
 	unexpected                                              int // delivered but never accepted, or from nowhere
 }
 
+// add sums o into r.
+func (r *result) add(o result) {
+	r.sent += o.sent
+	r.accepted += o.accepted
+	r.received += o.received
+	r.dup += o.dup
+	r.reordered += o.reordered
+	r.corrupt += o.corrupt
+	r.lost += o.lost
+	r.unexpected += o.unexpected
+}
+
 // tally compares what the senders had accepted with what tr saw.
 func tally(tr *tracker, senders []*sender) result {
 	tr.mu.Lock()
