@@ -46,7 +46,11 @@
 // socket is bound to; messages still queued when a socket is closed are
 // freed without a counter.
 //
-// Call WarmUp before the first messages on a new RDS/TCP connection.
+// Call WarmUp before the first messages on a new RDS/TCP connection: until
+// the kernels' handshake agreed on the number of paths, Linux puts a
+// non-blocking sender's messages on path 0, and afterwards on the
+// socket's own path, so later messages can overtake the first ones (RDS
+// orders per path). A Conn is always non-blocking.
 //
 // # Options and information tables
 //

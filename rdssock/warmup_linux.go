@@ -29,6 +29,9 @@ const tcpPaths = 8
 // acknowledged, and those messages are lost although the sender counted
 // them delivered. Messages sent after WarmUp returned are not exposed to
 // it, unless both hosts set up the same connection at the same moment.
+// Nor are they reordered: before the handshake, the kernel sends a
+// non-blocking socket's messages on path 0 and switches to the socket's
+// own path afterwards, so early messages can be overtaken.
 func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error {
 	c, err := Listen(netip.AddrPortFrom(local, 0), cfg)
 	if err != nil {

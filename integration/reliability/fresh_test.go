@@ -211,7 +211,7 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 // with data unread or still arriving.
 func (o freshOutcome) acceptDiscard() bool {
 	r := o.res
-	if r.lost == 0 || r.dup != 0 || r.corrupt != 0 || r.unexpected != 0 || r.reordered != 0 || o.dropped != 0 || o.queued != 0 || o.connReset == 0 {
+	if r.lost == 0 || r.dup != 0 || r.corrupt != 0 || r.unexpected != 0 || o.dropped != 0 || o.queued != 0 || o.connReset == 0 {
 		return false
 	}
 	for _, fs := range o.senders {
@@ -219,6 +219,31 @@ func (o freshOutcome) acceptDiscard() bool {
 			continue
 		}
 		if !fs.missingBlock() || o.aborts[fs.recvSide] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// handshakeLanes reports whether a run's reordering carries the signature
+// of the kernel's lane switch for non-blocking senders. Until the
+// handshake told a new RDS/TCP connection how many paths the peer has
+// (c_npaths still 0), rds_send_mprds_hash puts a non-blocking sender's
+// messages on path 0 instead of waiting, as a blocking one would; once the
+// count is known, the same socket's messages go on its hashed path. RDS
+// orders messages per path only, so the later ones can overtake the early
+// ones. Every rdssock.Conn is non-blocking.
+//
+// The signature: nothing lost, duplicated or corrupted; no RDS drop
+// counter moved; and each sender's arrival order is two in-order streams
+// merged, the first messages it sent (0 to k-1) and all the others (k on).
+func (o freshOutcome) handshakeLanes() bool {
+	r := o.res
+	if r.reordered == 0 || r.lost != 0 || r.dup != 0 || r.corrupt != 0 || r.unexpected != 0 || o.dropped != 0 {
+		return false
+	}
+	for _, fs := range o.senders {
+		if !twoStreams(fs.order) {
 			return false
 		}
 	}
@@ -233,10 +258,14 @@ func (o freshOutcome) acceptDiscard() bool {
 // order.
 //
 // Losses with the signature of the kernel's accept-discard bug (see
-// freshOutcome.acceptDiscard) are reported as such but do not fail the
-// test unless RDSTEST_RELIABILITY_STRICT=1: Debian's 6.1 and 6.12 kernels
-// both have the bug; both-ways runs meet it often, one-way runs rarely. Any other loss,
-// any duplicate, corruption or reordering fails.
+// freshOutcome.acceptDiscard), and reordering with the signature of its
+// lane switch for non-blocking senders (freshOutcome.handshakeLanes), are
+// reported as such but do not fail the test unless
+// RDSTEST_RELIABILITY_STRICT=1: Debian's 6.1 and 6.12 kernels both behave
+// so; both-ways runs meet the loss often, one-way runs rarely, and the
+// reordering was seen once in 24 one-way runs on 6.12. Any other loss, any
+// duplicate, corruption or reordering fails. TestFreshConnectionWarmedUp
+// shows that rdssock.WarmUp avoids both.
 func TestFreshConnection(t *testing.T) {
 	vmtest.Require(t)
 	hi, hp := handles(t)
@@ -256,7 +285,7 @@ func TestFreshConnection(t *testing.T) {
 	} {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
-			var bad, known []string
+			var bad, known, lanes []string
 			for i := range reps {
 				a, b := freshPair(t, hi, hp)
 				from, to := a, b
@@ -280,13 +309,18 @@ func TestFreshConnection(t *testing.T) {
 				case o.res.clean():
 				case o.acceptDiscard():
 					known = append(known, fmt.Sprintf("run %d: lost %d (%s)", i, o.res.lost, strings.Join(miss, "; ")))
+				case o.handshakeLanes():
+					lanes = append(lanes, fmt.Sprintf("run %d: %d overtaken", i, o.res.reordered))
 				default:
 					bad = append(bad, fmt.Sprintf("run %d: %+v", i, o.res))
 				}
 			}
-			outcome := fmt.Sprintf("%d of %d runs exactly-once in order", reps-len(bad)-len(known), reps)
+			outcome := fmt.Sprintf("%d of %d runs exactly-once in order", reps-len(bad)-len(known)-len(lanes), reps)
 			if len(known) > 0 {
 				outcome += fmt.Sprintf("; %d runs lost a block of acknowledged messages (kernel accept-discard bug)", len(known))
+			}
+			if len(lanes) > 0 {
+				outcome += fmt.Sprintf("; %d runs had early messages overtaken (kernel lane switch at the handshake, non-blocking sender)", len(lanes))
 			}
 			if len(bad) > 0 {
 				outcome += fmt.Sprintf("; FAILED in %d runs", len(bad))
@@ -294,6 +328,14 @@ func TestFreshConnection(t *testing.T) {
 			logLine(t, "fresh-connection-"+dir.name, total, outcome)
 			for _, k := range known {
 				msg := "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
+				if strict {
+					t.Error(msg)
+				} else {
+					t.Log(msg)
+				}
+			}
+			for _, l := range lanes {
+				msg := "KNOWN KERNEL BEHAVIOUR (lane switch: a non-blocking sender's messages go on path 0 until the handshake, then on the socket's own path, and RDS orders per path only): " + l
 				if strict {
 					t.Error(msg)
 				} else {
