@@ -5,6 +5,7 @@ package rdssock
 import (
 	"context"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +27,7 @@ type batchOp struct {
 	flags    int
 	dontWait bool
 	waitCong bool
+	spin     busySpin
 	n        int
 	errno    unix.Errno
 
@@ -78,6 +80,7 @@ func getBatch(ms []Message, flags int, send bool) (*batchOp, error) {
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
 	op.waitCong = false
+	op.spin = busySpin{}
 	op.n, op.errno = 0, 0
 	return op, nil
 }
@@ -96,6 +99,9 @@ func (op *batchOp) doRecv(fd uintptr) bool {
 			continue
 		}
 		if e == unix.EAGAIN && !op.dontWait {
+			if op.spin.again() {
+				continue
+			}
 			return false
 		}
 		op.n, op.errno = int(n), e
@@ -150,6 +156,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if err != nil {
 		return 0, opError("read", c.LocalAddr(), nil, err)
 	}
+	op.spin.limit = time.Duration(c.busyPoll.Load())
 	perr := c.wait(ctx, false, op.recv)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {

@@ -1,5 +1,7 @@
 package rdssock
 
+import "time"
+
 // Config holds options applied between socket() and bind() (TOS just
 // after bind, since it needs a transport). A nil *Config means defaults.
 type Config struct {
@@ -38,6 +40,16 @@ type Config struct {
 	// CongestionMonitor, whose update wakes the waiting send, so readers of
 	// the socket also see the RDS_CMSG_CONG_UPDATE notices.
 	WaitCongested bool
+
+	// BusyPoll, when positive, makes a receive that finds no message try
+	// again for up to this long, yielding the CPU between tries, before it
+	// waits in the runtime poller. It trades CPU time for latency where
+	// answers come back within microseconds (request/response over
+	// loopback or a fast fabric): a wake-up through the poller costs more
+	// system calls and scheduler work than a retry. The goroutine keeps
+	// its thread while it spins, and a deadline or context ending during
+	// the spin is noticed after it. Zero waits in the poller at once.
+	BusyPoll time.Duration
 
 	// Timestamps (SO_TIMESTAMP) attaches the receive time to each message
 	// as an SCM_TIMESTAMP control message.

@@ -29,7 +29,8 @@ type Conn struct {
 	closed   atomic.Bool
 	tsActive bool
 
-	waitCongested atomic.Bool // Config.WaitCongested is in force
+	waitCongested atomic.Bool  // Config.WaitCongested is in force
+	busyPoll      atomic.Int64 // Config.BusyPoll in nanoseconds
 
 	readDeadline, writeDeadline deadlineMux
 }

@@ -159,3 +159,36 @@ func ExampleConfig_waitCongested() {
 		}
 	}
 }
+
+// A request/response client that busy-polls for the answer for up to
+// 50 µs before it waits in the poller.
+func ExampleConfig_busyPoll() {
+	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:0"), &rdssock.Config{BusyPoll: 50 * time.Microsecond})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	server := netip.MustParseAddrPort("10.0.0.2:4000")
+	req, resp := []byte("status?"), make([]byte, 1024)
+	if _, err := c.WriteMsg(req, nil, server); err != nil {
+		log.Fatal(err)
+	}
+	n, _, _, _, err := c.ReadMsg(resp, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s\n", resp[:n])
+}
+
+func ExampleConn_SetBusyPoll() {
+	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	// Spin only during a latency-critical phase.
+	if err := c.SetBusyPoll(20 * time.Microsecond); err != nil {
+		log.Fatal(err)
+	}
+	defer c.SetBusyPoll(0)
+}

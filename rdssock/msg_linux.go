@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,7 @@ type msgOp struct {
 	flags    int
 	dontWait bool
 	waitCong bool // wait in the poller when the destination is congested
+	spin     busySpin
 	n        int
 	errno    unix.Errno
 
@@ -55,6 +57,7 @@ func getOp(b, oob []byte, flags int) *msgOp {
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
 	op.waitCong = false
+	op.spin = busySpin{}
 	op.n, op.errno = 0, 0
 	return op
 }
@@ -76,11 +79,39 @@ func (op *msgOp) recvSyscall(fd uintptr) bool {
 			continue
 		}
 		if e == unix.EAGAIN && !op.dontWait {
+			if op.spin.again() {
+				continue
+			}
 			return false
 		}
 		op.n, op.errno = int(n), e
 		return true
 	}
+}
+
+// busySpin is one receive's budget for busy polling (Config.BusyPoll).
+type busySpin struct {
+	limit time.Duration // zero: no busy polling
+	end   time.Time     // set at the first empty try
+}
+
+// again reports whether a receive that found no message should try again
+// instead of waiting in the poller. If so, it first yields the CPU, so
+// that a peer on the same CPU can run and answer.
+func (s *busySpin) again() bool {
+	if s.limit <= 0 {
+		return false
+	}
+	now := time.Now()
+	switch {
+	case s.end.IsZero():
+		s.end = now.Add(s.limit)
+	case !now.Before(s.end):
+		s.limit = 0 // spent: after the poller's wake-up, no more spinning
+		return false
+	}
+	unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	return true
 }
 
 func (op *msgOp) doRecv(fd uintptr) bool {
@@ -173,6 +204,7 @@ func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, o
 
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	op := getOp(b, oob, flags)
+	op.spin.limit = time.Duration(c.busyPoll.Load())
 	perr := c.wait(ctx, false, op.recv)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	from = op.sa.get(op.hdr.Namelen)

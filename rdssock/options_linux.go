@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -58,6 +59,9 @@ func (c *Conn) applyConfig(cfg *Config) error {
 			return err
 		}
 		c.waitCongested.Store(cfg.WaitCongested)
+	}
+	if err := c.SetBusyPoll(cfg.BusyPoll); err != nil {
+		return err
 	}
 	if cfg.Timestamps {
 		if err := c.SetTimestamps(true); err != nil {
@@ -127,6 +131,17 @@ func (c *Conn) SetRecvErr(on bool) error {
 func (c *Conn) RecvErr() (bool, error) {
 	v, err := c.getInt("RDS_RECVERR", solRDS, optRecvErr)
 	return v != 0, err
+}
+
+// SetBusyPoll sets how long a receive that finds no message keeps trying
+// before it waits in the poller (see Config.BusyPoll); zero turns busy
+// polling off. It affects receives that start after it returns.
+func (c *Conn) SetBusyPoll(d time.Duration) error {
+	if d < 0 {
+		return opError("set", c.LocalAddr(), nil, fmt.Errorf("busy poll duration %v is negative: use 0 to wait in the poller at once", d))
+	}
+	c.busyPoll.Store(int64(d))
+	return nil
 }
 
 // SetCongestionMonitor switches explicit congestion monitoring

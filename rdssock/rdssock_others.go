@@ -141,6 +141,9 @@ func (c *Conn) SetRecvErr(on bool) error { return notLinux() }
 // RecvErr fails: RDS needs Linux.
 func (c *Conn) RecvErr() (bool, error) { return false, notLinux() }
 
+// SetBusyPoll fails: RDS needs Linux.
+func (c *Conn) SetBusyPoll(d time.Duration) error { return notLinux() }
+
 // SetCongestionMonitor fails: RDS needs Linux.
 func (c *Conn) SetCongestionMonitor(on bool) error { return notLinux() }
 
