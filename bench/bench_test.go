@@ -13,7 +13,7 @@ func TestOptionsRoundTrip(t *testing.T) {
 	want := &Options{
 		Bind: netip.MustParseAddrPort("10.11.0.2:20002"), Peer: netip.MustParseAddrPort("10.11.0.1:20003"),
 		Size: 4096, Batch: 32, Depth: 16, Warm: 250 * time.Millisecond, Dur: 3 * time.Second,
-		NetNS: "/run/netns/rdspeer", TS: true, Raw: 2, AllocSites: true,
+		NetNS: "/run/netns/rdspeer", TS: true, Spin: 200 * time.Microsecond, Raw: 2, AllocSites: true,
 	}
 	got, err := ParseOptions(want.Args())
 	if err != nil {
@@ -131,6 +131,9 @@ func TestDefaultWorkloads(t *testing.T) {
 			tput++
 		case w.Kind == Latency:
 			rr++
+			if strings.HasSuffix(w.Name, " spin") != (w.Spin > 0) {
+				t.Errorf("%s: spin %v", w.Name, w.Spin)
+			}
 		case w.Kind == RDMA:
 			rdma++
 			if w.Size > 16<<10 || w.Path != PathIB {
@@ -138,15 +141,15 @@ func TestDefaultWorkloads(t *testing.T) {
 			}
 		}
 	}
-	if tput != 6 || batch != 6 || rr != 2 || rdma != 2 {
-		t.Fatalf("%d throughput, %d batch, %d latency, %d RDMA workloads; want 6, 6, 2, 2", tput, batch, rr, rdma)
+	if tput != 6 || batch != 6 || rr != 4 || rdma != 2 {
+		t.Fatalf("%d throughput, %d batch, %d latency, %d RDMA workloads; want 6, 6, 4, 2", tput, batch, rr, rdma)
 	}
 	for _, n := range []string{"tput loop 64B", "tput tcp 64KiB batch32", "rr tcp 64B", "rdma write 16KiB qd16"} {
 		if !names[n] {
 			t.Errorf("no workload %q", n)
 		}
 	}
-	if got := Select(ws, "rr ,qd16"); len(got) != 3 {
+	if got := Select(ws, "rr ,qd16"); len(got) != 5 {
 		t.Errorf("Select = %v", got)
 	}
 	if got := Select(ws, " "); len(got) != len(ws) {

@@ -262,7 +262,7 @@ func (d *driver) timeout() time.Duration { return d.cfg.Warm + d.cfg.Window + 90
 func (d *driver) runOnce(pr pairing, w Workload) (outcome, error) {
 	pa, pb := d.ports()
 	a, b, ns := endpoints(w.Path, pa, pb)
-	base := Options{Size: w.Size, Batch: max(w.Batch, 1), Depth: max(w.Depth, 1), Warm: d.cfg.Warm, Dur: d.cfg.Window}
+	base := Options{Size: w.Size, Batch: max(w.Batch, 1), Depth: max(w.Depth, 1), Warm: d.cfg.Warm, Dur: d.cfg.Window, Spin: w.Spin}
 	switch w.Kind {
 	case Throughput:
 		ro, so := base, base

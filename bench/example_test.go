@@ -65,7 +65,9 @@ func ExampleSelect() {
 	}
 	// Output:
 	// rr loop 64B
+	// rr loop 64B spin
 	// rr tcp 64B
+	// rr tcp 64B spin
 	// rdma write 16KiB qd1
 	// rdma write 16KiB qd16
 }

@@ -20,6 +20,7 @@ type Options struct {
 	Dur   time.Duration  // dur=: seconds the window lasts (default 2)
 	NetNS string         // netns=: path of a network namespace to create the socket in
 	TS    bool           // ts=1: SO_TIMESTAMP on, so every message carries a control message
+	Spin  time.Duration  // spin=: seconds echo and ping busy-poll a receive before waiting (Go: rdssock.Config.BusyPoll)
 	Raw   int            // raw=1 (Go only, diagnostic): sendmsg/recvmsg with RawSyscall in the poller; raw=2: blocking socket, plain Syscall
 
 	// AllocSites (allocsites=1, Go only, diagnostic) records every heap
@@ -56,6 +57,8 @@ func ParseOptions(args []string) (*Options, error) {
 			o.NetNS = v
 		case "ts":
 			o.TS = v == "1"
+		case "spin":
+			o.Spin, err = seconds(v)
 		case "raw":
 			o.Raw, err = strconv.Atoi(v)
 		case "allocsites":
@@ -110,6 +113,9 @@ func (o *Options) Args() []string {
 	}
 	if o.TS {
 		a = append(a, "ts=1")
+	}
+	if o.Spin > 0 {
+		a = append(a, "spin="+strconv.FormatFloat(o.Spin.Seconds(), 'f', -1, 64))
 	}
 	if o.Raw != 0 {
 		a = append(a, "raw="+strconv.Itoa(o.Raw))

@@ -435,7 +435,7 @@ func goSend(o *Options, out io.Writer) error {
 }
 
 func goEcho(o *Options, out io.Writer) error {
-	c, err := listen(o, rdssock.Config{CongestionMonitor: true, WaitCongested: o.Raw == 0})
+	c, err := listen(o, rdssock.Config{CongestionMonitor: true, WaitCongested: o.Raw == 0, BusyPoll: o.Spin})
 	if err != nil {
 		return err
 	}
@@ -468,7 +468,7 @@ func goEcho(o *Options, out io.Writer) error {
 }
 
 func goPing(o *Options, out io.Writer) error {
-	c, err := listen(o, rdssock.Config{})
+	c, err := listen(o, rdssock.Config{BusyPoll: o.Spin})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Kind is the shape of a workload.
@@ -38,6 +39,10 @@ type Workload struct {
 	Size  int // bytes per message or RDMA operation
 	Batch int // receiver recvmmsg batch, and the Go sender's WriteBatch (0 or 1: none)
 	Depth int // RDMA operations outstanding
+	// Spin is how long a request/response receive busy-polls before it
+	// waits: rdssock.Config.BusyPoll in Go, MSG_DONTWAIT retries with
+	// sched_yield in C. Zero: Go waits in the poller, C blocks in recvmsg.
+	Spin time.Duration
 }
 
 // Goal is a target on the Go/C ratio of a metric's medians.
@@ -72,6 +77,10 @@ var (
 	GoalRDMA            = Goal{AtLeast: true, Ratio: 0.95}
 )
 
+// BusySpin is the busy-poll budget of the "spin" request/response
+// workloads: a few round trips of the emulated VM.
+const BusySpin = 200 * time.Microsecond
+
 // BatchSize is the batch the batch workloads use.
 const BatchSize = 32
 
@@ -98,6 +107,7 @@ func DefaultWorkloads() []Workload {
 	}
 	for _, p := range []Path{PathLoop, PathTCP} {
 		ws = append(ws, Workload{Name: fmt.Sprintf("rr %s 64B", p), Kind: Latency, Path: p, Size: 64})
+		ws = append(ws, Workload{Name: fmt.Sprintf("rr %s 64B spin", p), Kind: Latency, Path: p, Size: 64, Spin: BusySpin})
 	}
 	for _, d := range []int{1, 16} {
 		ws = append(ws, Workload{Name: fmt.Sprintf("rdma write %s qd%d", sizeName(RDMASize), d), Kind: RDMA, Path: PathIB, Size: RDMASize, Depth: d})

@@ -14,8 +14,8 @@
  *
  *   recv         bind= size= [batch=] [warm=] [dur=] [netns=] [ts=1]
  *   send         bind= peer= size= [netns=]            (runs until killed)
- *   echo         bind= [size=] [netns=]                (runs until killed)
- *   ping         bind= peer= size= [warm=] [dur=] [netns=]
+ *   echo         bind= [size=] [netns=] [spin=]        (runs until killed)
+ *   ping         bind= peer= size= [warm=] [dur=] [netns=] [spin=]
  *   rdma-target  bind= peer= size= [depth=]            (runs until killed)
  *   rdma-init    bind= peer= size= [depth=] [warm=] [dur=]
  *
@@ -24,7 +24,10 @@
  * completion) and lasts dur seconds. Roles that wait for a peer print
  * "READY" once bound; measuring roles end with one "RESULT key=value..."
  * line. ts=1 switches SO_TIMESTAMP on, so that every received message
- * carries a control message, which the receiver parses. Errors go to
+ * carries a control message, which the receiver parses. spin (seconds)
+ * makes echo and ping busy-poll before blocking in recvmsg: they retry
+ * with MSG_DONTWAIT, yielding the CPU between tries, for up to that long
+ * (what rdssock's Config.BusyPoll does). Errors go to
  * stderr with exit status 1.
  */
 #define _GNU_SOURCE
@@ -60,6 +63,7 @@ struct opts {
 	double warm, dur;
 	const char *netns;
 	int ts;
+	double spin;
 };
 
 _Noreturn static void die(const char *what)
@@ -137,6 +141,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			o->netns = v;
 		} else if (!strcmp(k, "ts")) {
 			o->ts = atoi(v);
+		} else if (!strcmp(k, "spin")) {
+			o->spin = atof(v);
 		} else {
 			usage("unknown argument");
 		}
@@ -354,6 +360,26 @@ _Noreturn static void role_send(const struct opts *o)
 	}
 }
 
+/* spin_recvmsg is recvmsg that first busy-polls: with spin > 0 it retries
+ * with MSG_DONTWAIT, calling sched_yield between tries, for up to spin
+ * seconds, and only then blocks. */
+static ssize_t spin_recvmsg(int fd, struct msghdr *m, double spin)
+{
+	int64_t end = 0;
+	while (spin > 0) {
+		ssize_t n = recvmsg(fd, m, MSG_DONTWAIT);
+		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
+			return n;
+		int64_t t = now_ns();
+		if (end == 0)
+			end = t + (int64_t)(spin * 1e9);
+		else if (t >= end)
+			break;
+		sched_yield();
+	}
+	return recvmsg(fd, m, 0);
+}
+
 /* echo: send every message back to its sender, until killed. */
 _Noreturn static void role_echo(const struct opts *o)
 {
@@ -375,7 +401,7 @@ _Noreturn static void role_echo(const struct opts *o)
 		m.msg_iovlen = 1;
 		m.msg_control = ctl;
 		m.msg_controllen = sizeof(ctl);
-		ssize_t n = recvmsg(fd, &m, 0);
+		ssize_t n = spin_recvmsg(fd, &m, o->spin);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -445,7 +471,7 @@ static int role_ping(const struct opts *o)
 			rm.msg_iovlen = 1;
 			rm.msg_control = ctl;
 			rm.msg_controllen = sizeof(ctl);
-			ssize_t n = recvmsg(fd, &rm, 0);
+			ssize_t n = spin_recvmsg(fd, &rm, o->spin);
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
