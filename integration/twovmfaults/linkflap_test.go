@@ -3,14 +3,10 @@
 package twovmfaults
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,69 +16,7 @@ import (
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/netlinkcfg"
 	"github.com/go-rds/rds/rdmaops"
-	"github.com/go-rds/rds/rdssock"
 )
-
-const port = 4300
-
-type msg struct {
-	data    []byte
-	dest    cmsg.Cookie
-	hasDest bool
-}
-
-type end struct {
-	sock *rdssock.Conn
-	c    *rdmaops.Conn
-	msgs chan msg
-	done chan struct{}
-}
-
-func newEnd(t *testing.T, tr *barrier.Tracker) *end {
-	t.Helper()
-	sock, err := rdssock.Listen(netip.AddrPortFrom(vmtest.LocalAddr4(), port), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k, err := sock.Transport(); err != nil || k != rdssock.TransportIB {
-		t.Fatalf("transport %v, %v; want IB", k, err)
-	}
-	e := &end{sock: sock, c: rdmaops.New(sock, tr, nil), msgs: make(chan msg, 4096), done: make(chan struct{})}
-	go func() {
-		defer close(e.done)
-		buf, oob := make([]byte, 4096), make([]byte, 64*cmsg.RDMAStatusSpace)
-		for {
-			n, oobn, _, _, err := sock.ReadMsg(buf, oob)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			dest, has, _, _ := e.c.HandleControl(oob[:oobn])
-			if n > 0 || has {
-				select {
-				case e.msgs <- msg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has}:
-				default:
-				}
-			}
-		}
-	}()
-	return e
-}
-
-func (e *end) close() {
-	e.c.Close()
-	<-e.done
-}
-
-func reliability(t *testing.T, fault string, h map[barrier.Status]int, ops int, outcome string) {
-	t.Helper()
-	other := h[barrier.OtherError] + h[barrier.NotSent] + h[barrier.Unknown] + h[barrier.Pending]
-	t.Logf("RELIABILITY|%s|kernel=%s|ops=%d|success=%d|remote_error=%d|dropped=%d|canceled=%d|other=%d|timeout=%d|outcome=%s",
-		fault, vmtest.KernelRelease(), ops, h[barrier.Success], h[barrier.RemoteError], h[barrier.Dropped], h[barrier.Canceled], other, h[barrier.TimedOut], strings.ReplaceAll(outcome, "|", "/"))
-}
 
 // TestLinkFlapDuringRDMA: the peer VM registers 16 pages and announces the
 // cookie; the main VM streams RDMA WRITEs and READs into them (up to 16
@@ -101,84 +35,10 @@ func TestLinkFlapDuringRDMA(t *testing.T) {
 	defer cancel()
 	remote := netip.AddrPortFrom(vmtest.RemoteAddr4(), port)
 	if vmtest.Role() == vmtest.RolePeer {
-		owner(t, ctx, remote)
+		owner(t, ctx, remote, port, 5*time.Second)
 		return
 	}
 	initiator(t, ctx, remote)
-}
-
-// owner registers memory for the main VM and serves until "bye". Every
-// RDMA of the main VM carries immediate data, so the owner hears from it
-// all the time; after 5 s of silence it closes its socket and opens a new
-// one. Measured in package rdmafaults: after a transport error the
-// kernel's shutdown of the connection hangs, holding the RDS work queue,
-// until the socket that registered memory over it is closed; closing it is
-// the owner's part of the recovery.
-func owner(t *testing.T, ctx context.Context, main netip.AddrPort) {
-	e := newEnd(t, nil)
-	defer func() { e.close() }()
-	ps := os.Getpagesize()
-	region, err := rdmaops.NewRegion(16 * ps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mr *rdmaops.MR
-	last := time.Now()
-	reopens := 0
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case m := <-e.msgs:
-			last = time.Now()
-			switch s := string(m.data); {
-			case s == "hello" || s == "key?":
-				// (Re-)announce the key: after a reconnect the main VM asks again.
-				if mr == nil {
-					mr, err = e.c.Register(ctx, region.Span(0, 16*ps), cmsg.FlagReadWrite, main, []byte("key"))
-					if err != nil {
-						t.Logf("peer: Register: %v", err)
-						mr = nil
-						continue
-					}
-				} else if err := e.c.Announce(ctx, mr, main, []byte("key")); err != nil {
-					t.Logf("peer: Announce: %v", err)
-				}
-			case s == "bye":
-				t.Logf("peer: bye; reopened the socket %d times after silence", reopens)
-				if mr != nil {
-					mr.Free()
-				}
-				e.close()
-				if err := region.Close(); err != nil {
-					t.Errorf("peer: unmap: %v", err)
-				}
-				return
-			}
-		case <-tick.C:
-			if reopens > 0 && time.Since(last) > 60*time.Second {
-				// The main VM could not reach this socket again; it
-				// reports that as its measurement.
-				t.Logf("peer: nothing from the main VM for 60 s after reopening; done")
-				region.Close()
-				return
-			}
-			if mr != nil && time.Since(last) > 5*time.Second {
-				start := time.Now()
-				e.close()
-				if err := mr.Free(); err != nil {
-					t.Errorf("peer: Free after Close: %v", err)
-				}
-				mr = nil
-				e = newEnd(t, nil)
-				reopens++
-				t.Logf("peer: no message for 5 s: socket closed and reopened in %v", time.Since(start))
-				last = time.Now()
-			}
-		case <-ctx.Done():
-			t.Fatal("peer: no bye from the main VM")
-		}
-	}
 }
 
 func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
@@ -191,7 +51,7 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		mu.Unlock()
 	}})
 	defer tr.Close()
-	e := newEnd(t, tr)
+	e := newEnd(t, tr, port)
 	defer e.close()
 
 	key := func(limit time.Duration) (cmsg.Cookie, bool) {

@@ -1,0 +1,318 @@
+//go:build integration && rdsfaultlab
+
+package twovmfaults
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/netlinkcfg"
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// helperEnv makes the test binary, started again by the test itself, run
+// one netlink request and exit instead of running tests (see TestMain).
+const helperEnv = "TWOVMFAULTS_HELPER"
+
+// TestMain lets a test run a request that may block in the kernel in a
+// child process: a child stuck in uninterruptible sleep does not keep the
+// test binary from exiting.
+func TestMain(m *testing.M) {
+	if req := os.Getenv(helperEnv); req != "" {
+		os.Exit(runHelper(req))
+	}
+	os.Exit(m.Run())
+}
+
+// runHelper performs req ("delete-rxe:NAME") and returns the exit code.
+func runHelper(req string) int {
+	name, ok := strings.CutPrefix(req, "delete-rxe:")
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown helper request %q\n", req)
+		return 2
+	}
+	ns, err := netlinkcfg.CurrentNamespace()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ns.Close()
+	h, err := ns.Handle()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer h.Close()
+	if err := h.DeleteRxe(name); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// deleteRxeChild deletes the rxe device name from a child process and
+// waits at most limit for it. It returns how long the deletion took and
+// its error; hung is true when the child was still inside the kernel at
+// the limit (it is abandoned then: killing a task in uninterruptible
+// sleep has no effect).
+func deleteRxeChild(name string, limit time.Duration) (took time.Duration, hung bool, err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return 0, false, err
+	}
+	var out bytes.Buffer
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), helperEnv+"=delete-rxe:"+name)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, false, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return time.Since(start), false, fmt.Errorf("%v: %s", err, strings.TrimSpace(out.String()))
+		}
+		return time.Since(start), false, nil
+	case <-time.After(limit):
+		return limit, true, fmt.Errorf("rdma link delete %s still running after %v", name, limit)
+	}
+}
+
+const port = 4300
+
+type msg struct {
+	data    []byte
+	dest    cmsg.Cookie
+	hasDest bool
+}
+
+type end struct {
+	sock *rdssock.Conn
+	c    *rdmaops.Conn
+	msgs chan msg
+	done chan struct{}
+}
+
+func newEnd(t *testing.T, tr *barrier.Tracker, p uint16) *end {
+	t.Helper()
+	sock, err := rdssock.Listen(netip.AddrPortFrom(vmtest.LocalAddr4(), p), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := sock.Transport(); err != nil || k != rdssock.TransportIB {
+		t.Fatalf("transport %v, %v; want IB", k, err)
+	}
+	e := &end{sock: sock, c: rdmaops.New(sock, tr, nil), msgs: make(chan msg, 4096), done: make(chan struct{})}
+	go func() {
+		defer close(e.done)
+		buf, oob := make([]byte, 4096), make([]byte, 64*cmsg.RDMAStatusSpace)
+		for {
+			n, oobn, _, _, err := sock.ReadMsg(buf, oob)
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			dest, has, _, _ := e.c.HandleControl(oob[:oobn])
+			if n > 0 || has {
+				select {
+				case e.msgs <- msg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has}:
+				default:
+				}
+			}
+		}
+	}()
+	return e
+}
+
+func (e *end) close() {
+	e.c.Close()
+	<-e.done
+}
+
+// closeWithin closes the end in another goroutine and waits at most limit
+// for the close and the reader to finish. ok is false if they did not: the
+// close is then stuck in the kernel, and the goroutine is abandoned.
+func (e *end) closeWithin(limit time.Duration) (took time.Duration, ok bool) {
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		e.close()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return time.Since(start), true
+	case <-time.After(limit):
+		return limit, false
+	}
+}
+
+// reliability logs the RELIABILITY line of one fault, in the ops format
+// of package rdmafaults, from a histogram of final statuses.
+func reliability(t *testing.T, fault string, h map[barrier.Status]int, ops int, outcome string) {
+	t.Helper()
+	other := h[barrier.OtherError] + h[barrier.NotSent] + h[barrier.Unknown] + h[barrier.Pending]
+	t.Logf("RELIABILITY|%s|kernel=%s|ops=%d|success=%d|remote_error=%d|dropped=%d|canceled=%d|other=%d|timeout=%d|outcome=%s",
+		fault, vmtest.KernelRelease(), ops, h[barrier.Success], h[barrier.RemoteError], h[barrier.Dropped], h[barrier.Canceled], other, h[barrier.TimedOut], strings.ReplaceAll(outcome, "|", "/"))
+}
+
+// owner registers memory for the main VM and serves until "bye". Every
+// RDMA of the main VM carries immediate data, so the owner hears from it
+// all the time; after silence of that length it closes its socket and
+// opens a new one. Measured in package rdmafaults: after a transport error
+// the kernel's shutdown of the connection hangs, holding the RDS work
+// queue, until the socket that registered memory over it is closed
+// (rds_ib_conn_path_shutdown waits for the connection's registrations,
+// i_fastreg_inuse_count, to drain); closing it is the owner's part of the
+// recovery. Closes are bounded by closeLimit; a close that does not finish
+// fails the test.
+func owner(t *testing.T, ctx context.Context, main netip.AddrPort, p uint16, silence time.Duration) {
+	const closeLimit = 20 * time.Second
+	e := newEnd(t, nil, p)
+	closed := false
+	defer func() {
+		if !closed {
+			if _, ok := e.closeWithin(closeLimit); !ok {
+				t.Errorf("peer: closing the socket did not finish within %v", closeLimit)
+			}
+		}
+	}()
+	ps := os.Getpagesize()
+	region, err := rdmaops.NewRegion(16 * ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mr *rdmaops.MR
+	last := time.Now()
+	reopens := 0
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case m := <-e.msgs:
+			last = time.Now()
+			switch s := string(m.data); {
+			case s == "hello" || s == "key?":
+				// (Re-)announce the key: after a reconnect the main VM asks again.
+				if mr == nil {
+					mr, err = e.c.Register(ctx, region.Span(0, 16*ps), cmsg.FlagReadWrite, main, []byte("key"))
+					if err != nil {
+						t.Logf("peer: Register: %v", err)
+						mr = nil
+						continue
+					}
+				} else if err := e.c.Announce(ctx, mr, main, []byte("key")); err != nil {
+					t.Logf("peer: Announce: %v", err)
+				}
+			case s == "bye":
+				t.Logf("peer: bye; reopened the socket %d times after silence", reopens)
+				if mr != nil {
+					mr.Free()
+				}
+				closed = true
+				took, ok := e.closeWithin(closeLimit)
+				if !ok {
+					t.Errorf("peer: closing the socket did not finish within %v; blocked tasks: %s", closeLimit, strings.Join(dumpBlocked(), " / "))
+					return
+				}
+				t.Logf("peer: socket closed in %v", took.Round(time.Millisecond))
+				if err := region.Close(); err != nil {
+					t.Errorf("peer: unmap: %v", err)
+				}
+				return
+			}
+		case <-tick.C:
+			if reopens > 0 && time.Since(last) > 60*time.Second {
+				// The main VM could not reach this socket again; it
+				// reports that as its measurement.
+				t.Logf("peer: nothing from the main VM for 60 s after reopening; done")
+				region.Close()
+				return
+			}
+			if mr != nil && time.Since(last) > silence {
+				start := time.Now()
+				took, ok := e.closeWithin(closeLimit)
+				if !ok {
+					closed = true
+					t.Errorf("peer: closing the socket after silence did not finish within %v; blocked tasks: %s", closeLimit, strings.Join(dumpBlocked(), " / "))
+					return
+				}
+				if err := mr.Free(); err != nil {
+					t.Errorf("peer: Free after Close: %v", err)
+				}
+				mr = nil
+				e = newEnd(t, nil, p)
+				reopens++
+				t.Logf("peer: no message for %v: socket closed in %v and reopened after %v", silence, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+				last = time.Now()
+			}
+		case <-ctx.Done():
+			t.Fatal("peer: no bye from the main VM")
+		}
+	}
+}
+
+// kernelLog returns the kernel log lines containing substr.
+func kernelLog(substr string) []string {
+	buf := make([]byte, 1<<20)
+	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
+	if err != nil {
+		return []string{"klogctl: " + err.Error()}
+	}
+	var out []string
+	for _, l := range strings.Split(string(buf[:n]), "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// dumpBlocked asks the kernel to log its blocked tasks (sysrq w) and
+// returns the lines of that dump that name tasks and RDS, RDMA or rxe
+// functions.
+func dumpBlocked() []string {
+	before := len(kernelLog(""))
+	if err := os.WriteFile("/proc/sysrq-trigger", []byte("w"), 0); err != nil {
+		return []string{"sysrq: " + err.Error()}
+	}
+	time.Sleep(300 * time.Millisecond)
+	all := kernelLog("")
+	if before > len(all) {
+		before = 0
+	}
+	var out []string
+	for _, l := range all[before:] {
+		for _, k := range []string{"task:", "rds", "rdma", "cma", "ib_", "rxe", "wait_for", "schedule_timeout"} {
+			if strings.Contains(l, k) {
+				out = append(out, strings.TrimSpace(l))
+				break
+			}
+		}
+	}
+	if len(out) > 60 {
+		out = out[:60]
+	}
+	return out
+}
