@@ -81,6 +81,7 @@ type sockFlags struct {
 	transport string
 	sndbuf    int
 	rcvbuf    int
+	busyPoll  time.Duration
 }
 
 func (s *sockFlags) register(fs *flag.FlagSet) {
@@ -88,14 +89,18 @@ func (s *sockFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.transport, "transport", "auto", "RDS transport: auto, tcp or ib (auto: ib where the address has an RDMA device, else tcp)")
 	fs.IntVar(&s.sndbuf, "sndbuf", 0, "socket send buffer in `BYTES` (0: system default; a message may be about half of it)")
 	fs.IntVar(&s.rcvbuf, "rcvbuf", 0, "socket receive buffer in `BYTES` (0: system default)")
+	fs.DurationVar(&s.busyPoll, "busy-poll", 0, "retry an empty receive for up to `DURATION` before waiting: lower latency, more CPU (0: wait at once)")
 }
 
 // config builds a rdssock.Config. The returned namespace (nil for the
 // current one) must be closed by the caller after the socket is made.
 func (s *sockFlags) config() (*rdssock.Config, *netlinkcfg.Namespace, error) {
-	cfg := &rdssock.Config{SendBuffer: s.sndbuf, ReceiveBuffer: s.rcvbuf}
+	cfg := &rdssock.Config{SendBuffer: s.sndbuf, ReceiveBuffer: s.rcvbuf, BusyPoll: s.busyPoll}
 	if s.sndbuf < 0 || s.rcvbuf < 0 {
 		return nil, nil, usagef("-sndbuf and -rcvbuf must not be negative")
+	}
+	if s.busyPoll < 0 {
+		return nil, nil, usagef("-busy-poll must not be negative (0 waits at once)")
 	}
 	if s.transport != "" && s.transport != "auto" {
 		t, err := rdssock.ParseTransport(s.transport)
