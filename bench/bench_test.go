@@ -13,7 +13,7 @@ func TestOptionsRoundTrip(t *testing.T) {
 	want := &Options{
 		Bind: netip.MustParseAddrPort("10.11.0.2:20002"), Peer: netip.MustParseAddrPort("10.11.0.1:20003"),
 		Size: 4096, Batch: 32, Depth: 16, Warm: 250 * time.Millisecond, Dur: 3 * time.Second,
-		NetNS: "/run/netns/rdspeer", TS: true, Spin: 200 * time.Microsecond, Raw: 2, AllocSites: true,
+		NetNS: "/run/netns/rdspeer", TS: true, Spin: 200 * time.Microsecond, Procs: 1, Raw: 2, AllocSites: true,
 	}
 	got, err := ParseOptions(want.Args())
 	if err != nil {
@@ -38,6 +38,7 @@ func TestParseOptionsDefaultsAndErrors(t *testing.T) {
 		{"bind=127.0.0.1:1", "colour=blue"}, // unknown key
 		{"bind=nowhere"},                    // bad address
 		{"bind=127.0.0.1:1", "batch=0"},     // batch < 1
+		{"bind=127.0.0.1:1", "procs=-1"},    // procs < 0
 		{"bind=127.0.0.1:1", "warm=soon"},   // not seconds
 	} {
 		if _, err := ParseOptions(bad); err == nil {

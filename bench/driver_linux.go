@@ -205,7 +205,9 @@ func (d *driver) diagnose(rep *Report, w Workload) {
 	if w.Kind != RDMA && w.Batch <= 1 {
 		blocking := g
 		blocking.name, blocking.extra = "Go blocking", append([]string{"raw=2"}, g.extra...)
-		prs = append(prs, same(raw), same(blocking))
+		oneP := g
+		oneP.name, oneP.extra = "Go GOMAXPROCS=1", append([]string{"procs=1"}, g.extra...)
+		prs = append(prs, same(raw), same(blocking), same(oneP))
 	}
 	m := w.Metrics()[0]
 	vals := make([][]float64, len(prs))

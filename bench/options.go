@@ -21,6 +21,7 @@ type Options struct {
 	NetNS string         // netns=: path of a network namespace to create the socket in
 	TS    bool           // ts=1: SO_TIMESTAMP on, so every message carries a control message
 	Spin  time.Duration  // spin=: seconds echo and ping busy-poll a receive before waiting (Go: rdssock.Config.BusyPoll)
+	Procs int            // procs=N (Go only, diagnostic): runtime.GOMAXPROCS(N) before anything else
 	Raw   int            // raw=1 (Go only, diagnostic): sendmsg/recvmsg with RawSyscall in the poller; raw=2: blocking socket, plain Syscall
 
 	// AllocSites (allocsites=1, Go only, diagnostic) records every heap
@@ -59,6 +60,8 @@ func ParseOptions(args []string) (*Options, error) {
 			o.TS = v == "1"
 		case "spin":
 			o.Spin, err = seconds(v)
+		case "procs":
+			o.Procs, err = strconv.Atoi(v)
 		case "raw":
 			o.Raw, err = strconv.Atoi(v)
 		case "allocsites":
@@ -73,8 +76,8 @@ func ParseOptions(args []string) (*Options, error) {
 	if !o.Bind.IsValid() {
 		return nil, fmt.Errorf("bind= is required")
 	}
-	if o.Size < 0 || o.Batch < 1 || o.Depth < 1 {
-		return nil, fmt.Errorf("size must be >= 0, batch and depth >= 1")
+	if o.Size < 0 || o.Batch < 1 || o.Depth < 1 || o.Procs < 0 {
+		return nil, fmt.Errorf("size and procs must be >= 0, batch and depth >= 1")
 	}
 	return o, nil
 }
@@ -116,6 +119,9 @@ func (o *Options) Args() []string {
 	}
 	if o.Spin > 0 {
 		a = append(a, "spin="+strconv.FormatFloat(o.Spin.Seconds(), 'f', -1, 64))
+	}
+	if o.Procs != 0 {
+		a = append(a, "procs="+strconv.Itoa(o.Procs))
 	}
 	if o.Raw != 0 {
 		a = append(a, "raw="+strconv.Itoa(o.Raw))

@@ -333,7 +333,7 @@ func (r *Report) Markdown(m Meta) string {
 	if len(r.Diagnoses) > 0 {
 		w("## Diagnosis: which side limits Go\n\n")
 		w("The same workloads with each side chosen separately, rounds rotating through the pairings, same run. ")
-		w("`Go raw` is a diagnostic Go worker (bench/raw_linux.go) that waits in the same runtime poller but issues sendmsg/recvmsg with unix.RawSyscall, which skips the runtime's system-call bookkeeping (entersyscall/exitsyscall); it shows what that bookkeeping costs here. `Go blocking` switches the socket to blocking mode and calls sendmsg/recvmsg with plain unix.Syscall outside the poller, as the C program does: it shows what waiting in the poller costs.\n\n")
+		w("`Go raw` is a diagnostic Go worker (bench/raw_linux.go) that waits in the same runtime poller but issues sendmsg/recvmsg with unix.RawSyscall, which skips the runtime's system-call bookkeeping (entersyscall/exitsyscall); it shows what that bookkeeping costs here. `Go blocking` switches the socket to blocking mode and calls sendmsg/recvmsg with plain unix.Syscall outside the poller, as the C program does: it shows what waiting in the poller costs. `Go GOMAXPROCS=1` is the plain Go worker limited to one P (worker argument procs=1): it shows what the runtime's other threads (idle Ms spinning for work after every wake-up) cost the VM's two CPUs, which the kernel's own RDS and TCP work needs as well.\n\n")
 		w("| workload | unit | pairing | median | ratio to C | spread |\n|---|---|---|--:|--:|--:|\n")
 		for _, dg := range r.Diagnoses {
 			for i, name := range dg.Pairings {

@@ -40,6 +40,9 @@ func Worker(role string, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.Procs > 0 {
+		runtime.GOMAXPROCS(o.Procs)
+	}
 	if o.AllocSites {
 		runtime.MemProfileRate = 1
 		siteOut = out
