@@ -242,7 +242,7 @@ func goRecv(o *Options, out io.Writer) error {
 	)
 	var raw *rawIO
 	if o.Raw != 0 {
-		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
+		if raw, err = newRawIO(c, o.Raw); err != nil {
 			return err
 		}
 	}
@@ -361,7 +361,7 @@ func goSend(o *Options, out io.Writer) error {
 	oob := make([]byte, 4*cmsg.CongUpdateSpace)
 	var raw *rawIO
 	if o.Raw != 0 {
-		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
+		if raw, err = newRawIO(c, o.Raw); err != nil {
 			return err
 		}
 		raw.setDest(o.Peer)
@@ -447,7 +447,7 @@ func goEcho(o *Options, out io.Writer) error {
 	oob := make([]byte, cmsg.MaxReceiveSpace)
 	ready(out)
 	if o.Raw != 0 {
-		return rawEcho(c, buf, oob, o.Raw == 2)
+		return rawEcho(c, buf, oob, o.Raw)
 	}
 	for {
 		n, _, _, from, err := c.ReadMsg(buf, oob)
@@ -481,7 +481,7 @@ func goPing(o *Options, out io.Writer) error {
 	oob := make([]byte, cmsg.MaxReceiveSpace)
 	var raw *rawIO
 	if o.Raw != 0 {
-		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
+		if raw, err = newRawIO(c, o.Raw); err != nil {
 			return err
 		}
 		raw.setDest(o.Peer)
@@ -552,8 +552,8 @@ func goPing(o *Options, out io.Writer) error {
 }
 
 // rawEcho is goEcho with the raw=1 message path.
-func rawEcho(c *rdssock.Conn, buf, oob []byte, blocking bool) error {
-	raw, err := newRawIO(c, blocking)
+func rawEcho(c *rdssock.Conn, buf, oob []byte, mode int) error {
+	raw, err := newRawIO(c, mode)
 	if err != nil {
 		return err
 	}
