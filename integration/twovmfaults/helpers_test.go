@@ -179,8 +179,9 @@ func reliability(t *testing.T, fault string, h map[barrier.Status]int, ops int, 
 
 // owner registers memory for the main VM and serves until "bye". Every
 // RDMA of the main VM carries immediate data, so the owner hears from it
-// all the time; after silence of that length it closes its socket and
-// opens a new one. Measured in package rdmafaults: after a transport error
+// all the time; after silence of that length, or when the main VM says
+// "rekey" (its operation with the key failed), it closes its socket and
+// opens a new one, registering again on the next "key?". Measured in package rdmafaults: after a transport error
 // the kernel's shutdown of the connection hangs, holding the RDS work
 // queue, until the socket that registered memory over it is closed
 // (rds_ib_conn_path_shutdown waits for the connection's registrations,
@@ -206,6 +207,26 @@ func owner(t *testing.T, ctx context.Context, main netip.AddrPort, p uint16, sil
 	var mr *rdmaops.MR
 	last := time.Now()
 	reopens := 0
+	// reopen closes the socket, which drops its keys, and opens a new one;
+	// it reports false if the close hung.
+	reopen := func(why string) bool {
+		start := time.Now()
+		took, ok := e.closeWithin(closeLimit)
+		if !ok {
+			closed = true
+			t.Errorf("peer: closing the socket (%s) did not finish within %v; blocked tasks: %s", why, closeLimit, strings.Join(dumpBlocked(), " / "))
+			return false
+		}
+		if err := mr.Free(); err != nil {
+			t.Errorf("peer: Free after Close: %v", err)
+		}
+		mr = nil
+		e = newEnd(t, nil, p)
+		reopens++
+		t.Logf("peer: %s: socket closed in %v and reopened after %v", why, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		last = time.Now()
+		return true
+	}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -216,7 +237,16 @@ func owner(t *testing.T, ctx context.Context, main netip.AddrPort, p uint16, sil
 			case s == "hello" || s == "key?":
 				// (Re-)announce the key: after a reconnect the main VM asks again.
 				if mr == nil {
+					// A registration is one sendmsg that can block in the
+					// kernel; if it does, show where.
+					regStart := time.Now()
+					wd := time.AfterFunc(10*time.Second, func() {
+						t.Logf("peer: Register blocked for 10 s; blocked tasks: %s", strings.Join(dumpBlocked(), " / "))
+					})
 					mr, err = e.c.Register(ctx, region.Span(0, 16*ps), cmsg.FlagReadWrite, main, []byte("key"))
+					if !wd.Stop() {
+						t.Logf("peer: Register returned after %v: %v", time.Since(regStart).Round(time.Millisecond), err)
+					}
 					if err != nil {
 						t.Logf("peer: Register: %v", err)
 						mr = nil
@@ -225,8 +255,22 @@ func owner(t *testing.T, ctx context.Context, main netip.AddrPort, p uint16, sil
 				} else if err := e.c.Announce(ctx, mr, main, []byte("key")); err != nil {
 					t.Logf("peer: Announce: %v", err)
 				}
+			case s == "rekey":
+				// The main VM's operation with the announced key failed
+				// at this end (remote access error). A registration made
+				// while its connection was being torn down yields a key
+				// that never works (rds_ib_post_reg_frmr does not check
+				// the completion of its registration request), so drop
+				// the key with the socket and register anew on the next
+				// "key?".
+				if mr == nil {
+					continue
+				}
+				if !reopen("the main VM reported a failed key") {
+					return
+				}
 			case s == "bye":
-				t.Logf("peer: bye; reopened the socket %d times after silence", reopens)
+				t.Logf("peer: bye; reopened the socket %d times", reopens)
 				if mr != nil {
 					mr.Free()
 				}
@@ -251,21 +295,9 @@ func owner(t *testing.T, ctx context.Context, main netip.AddrPort, p uint16, sil
 				return
 			}
 			if mr != nil && time.Since(last) > silence {
-				start := time.Now()
-				took, ok := e.closeWithin(closeLimit)
-				if !ok {
-					closed = true
-					t.Errorf("peer: closing the socket after silence did not finish within %v; blocked tasks: %s", closeLimit, strings.Join(dumpBlocked(), " / "))
+				if !reopen(fmt.Sprintf("no message for %v", silence)) {
 					return
 				}
-				if err := mr.Free(); err != nil {
-					t.Errorf("peer: Free after Close: %v", err)
-				}
-				mr = nil
-				e = newEnd(t, nil, p)
-				reopens++
-				t.Logf("peer: no message for %v: socket closed in %v and reopened after %v", silence, took.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-				last = time.Now()
 			}
 		case <-ctx.Done():
 			t.Fatal("peer: no bye from the main VM")
@@ -289,15 +321,23 @@ func kernelLog(substr string) []string {
 	return out
 }
 
-// dumpBlocked asks the kernel to log its blocked tasks (sysrq w) and
-// returns the lines of that dump that name tasks and RDS, RDMA or rxe
-// functions.
+// dumpBlocked asks the kernel to log its blocked tasks and the stacks of
+// its running CPUs (sysrq w and l, also to the console log, which
+// survives a VM that has to be stopped) and returns the lines of that
+// dump that name tasks and RDS, RDMA or rxe functions.
 func dumpBlocked() []string {
 	before := len(kernelLog(""))
-	if err := os.WriteFile("/proc/sysrq-trigger", []byte("w"), 0); err != nil {
-		return []string{"sysrq: " + err.Error()}
+	level, _ := os.ReadFile("/proc/sys/kernel/printk")
+	os.WriteFile("/proc/sys/kernel/printk", []byte("8"), 0)
+	for _, k := range []string{"w", "l"} {
+		if err := os.WriteFile("/proc/sysrq-trigger", []byte(k), 0); err != nil {
+			return []string{"sysrq: " + err.Error()}
+		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	if len(level) > 0 {
+		os.WriteFile("/proc/sys/kernel/printk", level, 0)
+	}
 	all := kernelLog("")
 	if before > len(all) {
 		before = 0
@@ -311,8 +351,8 @@ func dumpBlocked() []string {
 			}
 		}
 	}
-	if len(out) > 60 {
-		out = out[:60]
+	if len(out) > 80 {
+		out = out[:80]
 	}
 	return out
 }

@@ -75,7 +75,9 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		}
 	}()
 
-	// key asks the owner for its key until one arrives or limit passes.
+	// key asks the owner for its key until one arrives or limit passes,
+	// skipping keys known to be dead.
+	dead := map[cmsg.Cookie]bool{}
 	key := func(limit time.Duration) (cmsg.Cookie, bool) {
 		deadline := time.Now().Add(limit)
 		for time.Now().Before(deadline) {
@@ -84,7 +86,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 			scancel()
 			select {
 			case m := <-e.msgs:
-				if m.hasDest {
+				if m.hasDest && !dead[m.dest] {
 					return m.dest, true
 				}
 			case <-time.After(time.Second):
@@ -184,6 +186,9 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		t.Fatalf("deleting %s: %v", vmtest.RxeDevice, err)
 	}
 	opsAtRemove := int(tr.Last() - first + 1)
+	// Operations the kernel accepted and that had not completed when the
+	// device was gone: the ones this test is about.
+	pendingAcross := tr.Outstanding()
 	time.Sleep(rxeGone)
 	addAt := time.Now()
 	if err := netlinkcfg.SetupRxe(nh, vmtest.RxeDevice, vmtest.TwoVMLink, 15*time.Second); err != nil {
@@ -196,8 +201,11 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	close(stop)
 	issued := <-streamDone
 	last := tr.Last()
-	t.Logf("%d ops outstanding when %s was deleted (%d issued by then); deletion took %v; re-added, port ACTIVE after %v",
-		inFlight, vmtest.RxeDevice, opsAtRemove, delTook.Round(time.Millisecond), activeAfter.Round(time.Millisecond))
+	t.Logf("%d ops outstanding when the deletion of %s started, %d when it returned (%d issued by then); deletion took %v; re-added, port ACTIVE after %v",
+		inFlight, vmtest.RxeDevice, pendingAcross, opsAtRemove, delTook.Round(time.Millisecond), activeAfter.Round(time.Millisecond))
+	if pendingAcross == 0 {
+		t.Errorf("no operation was pending across the deletion: the test did not exercise the fault")
+	}
 
 	wctx, wcancel := context.WithTimeout(ctx, rxeOpDeadline+15*time.Second)
 	err = tr.WaitAll(wctx, last)
@@ -254,6 +262,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	rec := map[barrier.Status]int{}
 	recOps := 0
 	var msgAt, okAt time.Duration
+	rekeys := 0
 	for time.Since(addAt) < rxeRecoverLimit {
 		k, ok := key(3 * time.Second)
 		if !ok {
@@ -276,12 +285,20 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 			okAt = time.Since(addAt)
 			break
 		}
+		if st == barrier.RemoteError {
+			// The owner's key is dead: ask for a new registration.
+			dead[ck] = true
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			e.sock.WriteMsgContext(sctx, []byte("rekey"), nil, peer)
+			scancel()
+			rekeys++
+		}
 	}
 	stats := tr.Stats()
-	reliability(t, "rxe-remove-1s", hist, nops, fmt.Sprintf("every op completed exactly once; deletion took %v; barrier passed %v after re-add; %d late kernel statuses",
-		delTook.Round(time.Millisecond), settled.Round(time.Millisecond), stats.Late))
-	reliability(t, "rxe-remove-1s/recovery", rec, recOps, fmt.Sprintf("first message %v, first RDMA success %v after re-add (0 = none within %v)",
-		msgAt.Round(time.Millisecond), okAt.Round(time.Millisecond), rxeRecoverLimit))
+	reliability(t, "rxe-remove-1s", hist, nops, fmt.Sprintf("every op completed exactly once (%d pending across the deletion); deletion took %v; barrier passed %v after re-add; %d late kernel statuses",
+		pendingAcross, delTook.Round(time.Millisecond), settled.Round(time.Millisecond), stats.Late))
+	reliability(t, "rxe-remove-1s/recovery", rec, recOps, fmt.Sprintf("first message %v, first RDMA success %v after re-add (0 = none within %v); %d new keys asked for",
+		msgAt.Round(time.Millisecond), okAt.Round(time.Millisecond), rxeRecoverLimit, rekeys))
 	if stats.Late > 0 {
 		t.Logf("kernel statuses after the library deadline: %d (%v)", stats.Late, stats.LateStatus)
 	}
@@ -312,7 +329,11 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	if err := local.Close(); err != nil {
 		t.Errorf("unmap: %v", err)
 	}
-	for _, l := range kernelLog("RDS") {
+	rds := kernelLog("RDS")
+	if len(rds) > 40 {
+		rds = rds[len(rds)-40:]
+	}
+	for _, l := range rds {
 		t.Logf("dmesg: %s", l)
 	}
 }
