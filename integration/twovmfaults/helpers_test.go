@@ -1,4 +1,4 @@
-//go:build integration && rdsfaultlab
+//go:build integration
 
 package twovmfaults
 
