@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +167,21 @@ func (e *end) closeWithin(limit time.Duration) (took time.Duration, ok bool) {
 	case <-time.After(limit):
 		return limit, false
 	}
+}
+
+// goroutines returns the stacks of the goroutines that are inside
+// package rdssock, rdmaops or barrier, or in a socket's poller: where a
+// close that does not finish is waiting in user space.
+func goroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "rdssock") || strings.Contains(g, "rdmaops") || strings.Contains(g, "barrier") || strings.Contains(g, "internal/poll") {
+			out = append(out, g)
+		}
+	}
+	return strings.Join(out, "\n\n")
 }
 
 // reliability logs the RELIABILITY line of one fault, in the ops format

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,15 +53,21 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	}})
 	defer tr.Close()
 	e := newEnd(t, tr, port)
-	defer e.close()
+	closed := false
+	defer func() {
+		if !closed {
+			e.closeWithin(20 * time.Second)
+		}
+	}()
 
+	dead := map[cmsg.Cookie]bool{}
 	key := func(limit time.Duration) (cmsg.Cookie, bool) {
 		deadline := time.Now().Add(limit)
 		for time.Now().Before(deadline) {
 			e.sock.WriteMsgContext(ctx, []byte("key?"), nil, peer)
 			select {
 			case m := <-e.msgs:
-				if m.hasDest {
+				if m.hasDest && !dead[m.dest] {
 					return m.dest, true
 				}
 			case <-time.After(time.Second):
@@ -196,13 +203,22 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	}
 	t.Logf("link down %v at +%v; %d ops, %d send errors (first %v); statuses %v; barrier passed %v after the link came up", 3*time.Second, downAt.Sub(start).Round(time.Millisecond), nops, se, fse, hist, settled.Round(time.Millisecond))
 
-	// Recovery: new ops until one succeeds, asking for the key again when
-	// the old one stops working (the connection's teardown may drop it).
+	// Recovery: new ops until one succeeds, each with a fresh key. The
+	// key from before the flap is not used again: if the owner reopened
+	// its socket it is dead, and a remote access error tears the new
+	// connection down (see the package documentation). A key that fails
+	// makes the owner register again ("rekey").
 	recStart := time.Now()
 	var rec map[barrier.Status]int = map[barrier.Status]int{}
 	recOps := 0
 	var okAt time.Duration
+	dead[ck] = true
 	for time.Since(recStart) < 45*time.Second {
+		k, ok := key(3 * time.Second)
+		if !ok {
+			continue
+		}
+		ck = k
 		tok, err := do(recOps)
 		recOps++
 		if err != nil {
@@ -216,9 +232,11 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 			okAt = time.Since(upAt)
 			break
 		}
-		// The owner may have reopened its socket: ask for the key again.
-		if k, ok := key(3 * time.Second); ok {
-			ck = k
+		if st == barrier.RemoteError {
+			dead[ck] = true
+			rctx, rcancel := context.WithTimeout(ctx, time.Second)
+			e.sock.WriteMsgContext(rctx, []byte("rekey"), nil, peer)
+			rcancel()
 		}
 	}
 	reliability(t, "link-flap-3s", hist, nops, fmt.Sprintf("every op completed exactly once; barrier passed %v after link up", settled.Round(time.Millisecond)))
@@ -239,5 +257,11 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	if local.Users() != 0 {
 		t.Errorf("local region has %d users after every op completed", local.Users())
 	}
-	local.Close()
+	closed = true
+	if took, ok := e.closeWithin(20 * time.Second); !ok {
+		t.Errorf("closing the socket did not finish within 20 s; blocked tasks: %s\ngoroutines:\n%s", strings.Join(dumpBlocked(), " / "), goroutines())
+	} else {
+		t.Logf("socket closed in %v", took.Round(time.Millisecond))
+		local.Close()
+	}
 }

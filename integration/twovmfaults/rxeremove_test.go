@@ -327,7 +327,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	closed = true
 	took, ok := e.closeWithin(rxeCloseLimit)
 	if !ok {
-		t.Errorf("closing the socket did not finish within %v; blocked tasks: %s", rxeCloseLimit, strings.Join(dumpBlocked(), " / "))
+		t.Errorf("closing the socket did not finish within %v; blocked tasks: %s\ngoroutines:\n%s", rxeCloseLimit, strings.Join(dumpBlocked(), " / "), goroutines())
 		return
 	}
 	t.Logf("socket closed in %v", took.Round(time.Millisecond))
