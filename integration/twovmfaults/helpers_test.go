@@ -370,5 +370,29 @@ func dumpBlocked() []string {
 	if len(out) > 80 {
 		out = out[:80]
 	}
+	return append(out, taskStacks()...)
+}
+
+// taskStacks returns the kernel stacks of this process's threads that are
+// inside RDS or RDMA code, with their scheduler state: sysrq w shows only
+// uninterruptible sleeps.
+func taskStacks() []string {
+	dirs, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return []string{"tasks: " + err.Error()}
+	}
+	var out []string
+	for _, d := range dirs {
+		stack, err := os.ReadFile("/proc/self/task/" + d.Name() + "/stack")
+		if err != nil || !strings.Contains(string(stack), "rds") {
+			continue
+		}
+		stat, _ := os.ReadFile("/proc/self/task/" + d.Name() + "/stat")
+		state := ""
+		if _, after, ok := strings.Cut(string(stat), ") "); ok && len(after) > 0 {
+			state = after[:1]
+		}
+		out = append(out, fmt.Sprintf("thread %s state %s: %s", d.Name(), state, strings.Join(strings.Fields(string(stack)), " ")))
+	}
 	return out
 }
