@@ -106,6 +106,18 @@
 // back within 100 ms. An owner that sees a peer's operation fail, or loses
 // contact, should close and reopen its socket and register again.
 //
+// BUG(rds): When the RDMA device goes away (Soft-RoCE device deleted and
+// added again, package integration/twovmfaults), operations already
+// posted end as RDS_RDMA_DROPPED and are not retried; one not yet posted
+// goes out after the reconnect with whatever key it carries. A key
+// announced before the outage must not be used after it: the owner has
+// to close its socket to let the connection come back, and on 6.1 a
+// registration made while a remote access error was tearing the
+// connection down blocked for good in rds_ib_post_reg_frmr, together with
+// the RDS work queue; on 6.12 such a registration returned a key that
+// failed every use (rds_ib_reg_frmr does not check the registration's
+// completion status). After an outage, ask the owner for a fresh key.
+//
 // BUG(rds): The kernel posts every RDS atomic as a masked atomic, which
 // Soft-RoCE (rxe) does not implement: sendmsg succeeds, no completion
 // status ever arrives, and no later message on that connection is
