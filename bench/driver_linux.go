@@ -207,9 +207,7 @@ func (d *driver) diagnose(rep *Report, w Workload) {
 		blocking.name, blocking.extra = "Go blocking", append([]string{"raw=2"}, g.extra...)
 		oneP := g
 		oneP.name, oneP.extra = "Go GOMAXPROCS=1", append([]string{"procs=1"}, g.extra...)
-		oneshot := g
-		oneshot.name, oneshot.extra = "Go oneshot", append([]string{"raw=3"}, g.extra...)
-		prs = append(prs, same(raw), same(blocking), same(oneP), same(oneshot))
+		prs = append(prs, same(raw), same(blocking), same(oneP))
 	}
 	m := w.Metrics()[0]
 	vals := make([][]float64, len(prs))

@@ -22,7 +22,7 @@ type Options struct {
 	TS    bool           // ts=1: SO_TIMESTAMP on, so every message carries a control message
 	Spin  time.Duration  // spin=: seconds echo and ping busy-poll a receive before waiting (Go: rdssock.Config.BusyPoll)
 	Procs int            // procs=N (Go only, diagnostic): runtime.GOMAXPROCS(N) before anything else
-	Raw   int            // raw=1 (Go only, diagnostic): sendmsg/recvmsg with RawSyscall in the poller; raw=2: blocking socket, plain Syscall; raw=3: RawSyscall, waiting through EPOLLONESHOT epoll instances of its own
+	Raw   int            // raw=1 (Go only, diagnostic): sendmsg/recvmsg with RawSyscall in the poller; raw=2: blocking socket, plain Syscall
 
 	// AllocSites (allocsites=1, Go only, diagnostic) records every heap
 	// allocation and prints the call sites of those made in the

@@ -5,7 +5,6 @@ package bench
 import (
 	"encoding/binary"
 	"net/netip"
-	"os"
 	"syscall"
 	"unsafe"
 
@@ -27,18 +26,9 @@ import (
 // blocking mode and the calls are plain unix.Syscall outside the poller,
 // as in a C program: the thread sleeps in the kernel instead of the
 // goroutine parking in the poller.
-//
-// With oneshot set (worker argument raw=3) the socket leaves the runtime's
-// epoll set: it is registered, with EPOLLONESHOT, in two epoll instances
-// of its own (one per direction), and only those are in the runtime
-// poller. A direction is armed just before a goroutine waits on it, so
-// socket events while nobody waits wake no thread; in the runtime's own
-// registration (edge-triggered, always armed) every event wakes an idle
-// thread blocked in epoll_wait.
 type rawIO struct {
 	rc       syscall.RawConn
 	blocking bool
-	oneshot  *oneshotPoller
 	fd       uintptr
 	hdr      unix.Msghdr
 	iov      unix.Iovec
@@ -52,33 +42,12 @@ type rawIO struct {
 	dst      unix.RawSockaddrInet4
 }
 
-// newRawIO sets up the raw message path on c's socket for the raw= mode
-// (1, 2 or 3). Mode 3 takes the socket over: c is closed and must not be
-// used again (the socket lives on in a duplicate descriptor).
-func newRawIO(c *rdssock.Conn, mode int) (*rawIO, error) {
+func newRawIO(c *rdssock.Conn, blocking bool) (*rawIO, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
-	blocking := mode == 2
 	r := &rawIO{rc: rc, blocking: blocking}
-	if mode == 3 {
-		var fd int
-		var derr error
-		if err := rc.Control(func(s uintptr) {
-			fd, derr = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0)
-		}); err != nil {
-			return nil, err
-		}
-		if derr != nil {
-			return nil, derr
-		}
-		c.Close() // drops the runtime's registration of the socket
-		if r.oneshot, err = newOneshotPoller(fd); err != nil {
-			return nil, err
-		}
-		r.fd = uintptr(fd)
-	}
 	r.recvFn = r.doRecv
 	r.sendFn = r.doSend
 	if blocking {
@@ -145,12 +114,6 @@ func (r *rawIO) read(b, oob []byte) (n, oobn, flags int, named bool, err error) 
 	for {
 		if r.blocking {
 			r.call(unix.SYS_RECVMSG, &r.hdr)
-		} else if r.oneshot != nil {
-			for !r.recvFn(r.fd) {
-				if err := r.oneshot.wait(false); err != nil {
-					return 0, 0, 0, false, err
-				}
-			}
 		} else if err := r.rc.Read(r.recvFn); err != nil {
 			return 0, 0, 0, false, err
 		}
@@ -189,12 +152,6 @@ func (r *rawIO) write(b []byte) error {
 	for {
 		if r.blocking {
 			r.call(unix.SYS_SENDMSG, &r.sendHdr)
-		} else if r.oneshot != nil {
-			for !r.sendFn(r.fd) {
-				if err := r.oneshot.wait(true); err != nil {
-					return err
-				}
-			}
 		} else if err := r.rc.Write(r.sendFn); err != nil {
 			return err
 		}
@@ -206,63 +163,4 @@ func (r *rawIO) write(b []byte) error {
 		}
 		return nil
 	}
-}
-
-// oneshotPoller waits for one socket's readiness through two epoll
-// instances of its own, each registered with EPOLLONESHOT and served by
-// the runtime poller (see rawIO).
-type oneshotPoller struct {
-	sock int
-	dirs [2]oneshotDir // read, write
-}
-
-type oneshotDir struct {
-	ep    *os.File
-	rc    syscall.RawConn
-	epfd  int
-	event uint32
-	added bool
-	evs   [1]unix.EpollEvent
-	drain func(fd uintptr) bool
-}
-
-func newOneshotPoller(sock int) (*oneshotPoller, error) {
-	p := &oneshotPoller{sock: sock}
-	for i, ev := range []uint32{unix.EPOLLIN, unix.EPOLLOUT} {
-		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
-		if err != nil {
-			return nil, err
-		}
-		if err := unix.SetNonblock(epfd, true); err != nil {
-			return nil, err
-		}
-		d := &p.dirs[i]
-		d.epfd, d.event = epfd, ev
-		d.ep = os.NewFile(uintptr(epfd), "epoll")
-		if d.rc, err = d.ep.SyscallConn(); err != nil {
-			return nil, err
-		}
-		d.drain = func(fd uintptr) bool {
-			n, _ := unix.EpollWait(int(fd), d.evs[:], 0)
-			return n > 0
-		}
-	}
-	return p, nil
-}
-
-// wait arms one direction and waits until the socket is ready for it.
-func (p *oneshotPoller) wait(write bool) error {
-	d := &p.dirs[0]
-	if write {
-		d = &p.dirs[1]
-	}
-	ev := unix.EpollEvent{Events: d.event | unix.EPOLLONESHOT, Fd: int32(p.sock)}
-	op := unix.EPOLL_CTL_MOD
-	if !d.added {
-		op, d.added = unix.EPOLL_CTL_ADD, true
-	}
-	if err := unix.EpollCtl(d.epfd, op, p.sock, &ev); err != nil {
-		return err
-	}
-	return d.rc.Read(d.drain)
 }

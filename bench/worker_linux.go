@@ -242,7 +242,7 @@ func goRecv(o *Options, out io.Writer) error {
 	)
 	var raw *rawIO
 	if o.Raw != 0 {
-		if raw, err = newRawIO(c, o.Raw); err != nil {
+		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
 			return err
 		}
 	}
@@ -361,7 +361,7 @@ func goSend(o *Options, out io.Writer) error {
 	oob := make([]byte, 4*cmsg.CongUpdateSpace)
 	var raw *rawIO
 	if o.Raw != 0 {
-		if raw, err = newRawIO(c, o.Raw); err != nil {
+		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
 			return err
 		}
 		raw.setDest(o.Peer)
@@ -447,7 +447,7 @@ func goEcho(o *Options, out io.Writer) error {
 	oob := make([]byte, cmsg.MaxReceiveSpace)
 	ready(out)
 	if o.Raw != 0 {
-		return rawEcho(c, buf, oob, o.Raw)
+		return rawEcho(c, buf, oob, o.Raw == 2)
 	}
 	for {
 		n, _, _, from, err := c.ReadMsg(buf, oob)
@@ -481,7 +481,7 @@ func goPing(o *Options, out io.Writer) error {
 	oob := make([]byte, cmsg.MaxReceiveSpace)
 	var raw *rawIO
 	if o.Raw != 0 {
-		if raw, err = newRawIO(c, o.Raw); err != nil {
+		if raw, err = newRawIO(c, o.Raw == 2); err != nil {
 			return err
 		}
 		raw.setDest(o.Peer)
@@ -528,7 +528,10 @@ func goPing(o *Options, out io.Writer) error {
 				break // the reply; control-only notices are skipped
 			}
 		}
-		t1 := time.Now()
+		// One monotonic clock read inside the round trip, as the C
+		// program's clock_gettime (time.Now reads two clocks).
+		rt := time.Since(t0)
+		t1 := t0.Add(rt)
 		if start.IsZero() {
 			if t1.Sub(first) >= o.Warm {
 				start, end = t1, t1.Add(o.Dur)
@@ -537,7 +540,7 @@ func goPing(o *Options, out io.Writer) error {
 			continue
 		}
 		if len(rtt) < cap(rtt) {
-			rtt = append(rtt, int64(t1.Sub(t0)))
+			rtt = append(rtt, int64(rt))
 		}
 		if !t1.Before(end) {
 			break
@@ -552,8 +555,8 @@ func goPing(o *Options, out io.Writer) error {
 }
 
 // rawEcho is goEcho with the raw=1 message path.
-func rawEcho(c *rdssock.Conn, buf, oob []byte, mode int) error {
-	raw, err := newRawIO(c, mode)
+func rawEcho(c *rdssock.Conn, buf, oob []byte, blocking bool) error {
+	raw, err := newRawIO(c, blocking)
 	if err != nil {
 		return err
 	}
