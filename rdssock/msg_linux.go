@@ -92,7 +92,7 @@ func (op *msgOp) recvSyscall(fd uintptr) bool {
 // busySpin is one receive's budget for busy polling (Config.BusyPoll).
 type busySpin struct {
 	limit time.Duration // zero: no busy polling
-	end   time.Time     // set at the first empty try
+	start time.Time     // the first empty try
 }
 
 // again reports whether a receive that found no message should try again
@@ -102,11 +102,10 @@ func (s *busySpin) again() bool {
 	if s.limit <= 0 {
 		return false
 	}
-	now := time.Now()
 	switch {
-	case s.end.IsZero():
-		s.end = now.Add(s.limit)
-	case !now.Before(s.end):
+	case s.start.IsZero():
+		s.start = time.Now()
+	case time.Since(s.start) >= s.limit: // reads only the monotonic clock
 		s.limit = 0 // spent: after the poller's wake-up, no more spinning
 		return false
 	}
