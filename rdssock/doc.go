@@ -35,7 +35,8 @@
 // pooled message headers, so a call allocates nothing. Any number of
 // goroutines may send and receive on one Conn at once, each with its own
 // context. A send to a congested port fails with ErrCongested, or waits
-// with Config.WaitCongested.
+// with Config.WaitCongested. Config.BusyPoll makes a receive retry
+// briefly before it waits, trading CPU time for latency.
 //
 // # Reliability
 //
