@@ -40,6 +40,9 @@ type rawIO struct {
 	sendHdr  unix.Msghdr
 	sendIov  unix.Iovec
 	dst      unix.RawSockaddrInet4
+	// sendWaits counts sends that found the send buffer full (EAGAIN)
+	// and waited in the poller.
+	sendWaits uint64
 }
 
 func newRawIO(c *rdssock.Conn, blocking bool) (*rawIO, error) {
@@ -90,6 +93,7 @@ func (r *rawIO) doRecv(fd uintptr) bool {
 func (r *rawIO) doSend(fd uintptr) bool {
 	n, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&r.sendHdr)), 0)
 	if e == unix.EAGAIN {
+		r.sendWaits++
 		return false
 	}
 	r.n, r.errno = int(n), e

@@ -376,7 +376,7 @@ func goSend(o *Options, out io.Writer) error {
 	ready(out)
 
 	var first, start time.Time
-	var calls, sent, inWindow, allocs0, congWaits uint64
+	var calls, sent, inWindow, allocs0, congWaits, sendWaits0 uint64
 	reported := false
 	next := 0
 	for {
@@ -426,12 +426,19 @@ func goSend(o *Options, out io.Writer) error {
 		case start.IsZero():
 			if t.Sub(first) >= o.Warm {
 				start, inWindow, allocs0 = t, sent, mallocs()
+				if raw != nil {
+					sendWaits0 = raw.sendWaits
+				}
 			}
 		case t.Sub(start) >= o.Dur/2:
 			allocs := mallocs() - allocs0
 			n := sent - inWindow
 			secs := t.Sub(start).Seconds()
-			fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f allocs=%d cong_waits=%d\n", n, secs, float64(n)/secs, allocs, congWaits)
+			waits := "" // counted by the raw path only
+			if raw != nil {
+				waits = fmt.Sprintf(" send_waits=%d", raw.sendWaits-sendWaits0)
+			}
+			fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f allocs=%d cong_waits=%d%s\n", n, secs, float64(n)/secs, allocs, congWaits, waits)
 			reported = true
 		}
 	}
