@@ -67,7 +67,7 @@ func Run(cfg *Config) (*Report, error) {
 	if c.DiagRounds <= 0 {
 		c.DiagRounds = 3
 	}
-	d := &driver{cfg: &c, port: 20000, pin: -1}
+	d := &driver{cfg: &c, port: 20000, pin: -1, pin2: -1}
 	d.impls = [2]impl{{name: "C", bin: c.CBinary}, {name: "Go", bin: c.GoBinary, pre: c.GoArgs}}
 	if c.AllocSites {
 		d.impls[1].extra = []string{"allocsites=1"}
@@ -92,6 +92,7 @@ type driver struct {
 	impls [2]impl
 	port  uint16
 	pin   int // CPU the workers being started are bound to, or -1
+	pin2  int // CPU of the second worker of a pair, if not -1 (else pin)
 }
 
 func (d *driver) logf(format string, a ...any) {
@@ -270,6 +271,13 @@ func (d *driver) runOnce(pr pairing, w Workload) (outcome, error) {
 		ro, so := base, base
 		ro.Bind, ro.NetNS = a, ns
 		so.Bind, so.Peer = b, a
+		// Receiver on CPU 1, sender on CPU 0, for both implementations:
+		// unbound, the processes and the kernel's RDS work they cause
+		// moved between the VM's two CPUs from round to round, and the
+		// spread of a workload's rounds was often larger than the gap
+		// being measured.
+		d.pin, d.pin2 = 1, 0
+		defer func() { d.pin, d.pin2 = -1, -1 }()
 		return d.pair(pr.main, "recv", &ro, pr.peer, "send", &so, false)
 	case Latency:
 		// Both ends on one CPU: a wake-up across vCPUs of an emulated
@@ -305,6 +313,11 @@ func (d *driver) pair(im1 impl, role1 string, o1 *Options, im2 impl, role2 strin
 	defer p1.kill()
 	if err := p1.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("%s: %w", role1, err)
+	}
+	if d.pin2 >= 0 {
+		pin := d.pin
+		d.pin = d.pin2
+		defer func() { d.pin = pin }()
 	}
 	p2, err := d.start(im2, role2, o2)
 	if err != nil {
