@@ -250,6 +250,32 @@ func (o freshOutcome) handshakeLanes() bool {
 	return true
 }
 
+// freshDirections are the ways a fresh-connection test sends: from the
+// smaller address (which initiates every RDS/TCP path), from the larger
+// one, and both ways at once.
+var freshDirections = []freshDirection{
+	{"smaller-to-larger", local, false},
+	{"larger-to-smaller", peer, false},
+	{"both-ways", local, true},
+}
+
+type freshDirection struct {
+	name     string
+	from     side
+	bothWays bool
+}
+
+// pair adds a fresh address pair and returns it as sender and receiver
+// address for this direction.
+func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to netip.Addr) {
+	t.Helper()
+	a, b := freshPair(t, hi, hp)
+	if d.from == peer {
+		return b, a
+	}
+	return a, b
+}
+
 // TestFreshConnection sends numbered messages on brand-new RDS/TCP
 // connections without any warm-up, several times: from the smaller
 // address (which initiates every RDS/TCP path), from the larger one (whose
@@ -275,24 +301,12 @@ func TestFreshConnection(t *testing.T) {
 		reps = 8
 		n    = 200
 	)
-	for _, dir := range []struct {
-		name     string
-		from     side
-		bothWays bool
-	}{
-		{"smaller-to-larger", local, false},
-		{"larger-to-smaller", peer, false},
-		{"both-ways", local, true},
-	} {
+	for _, dir := range freshDirections {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
 			var bad, known, lanes []string
 			for i := range reps {
-				a, b := freshPair(t, hi, hp)
-				from, to := a, b
-				if dir.from == peer {
-					from, to = b, a
-				}
+				from, to := dir.pair(t, hi, hp)
 				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second)
 				total.add(o.res)
 				var miss []string
@@ -390,24 +404,12 @@ func TestFreshConnectionWarmedUp(t *testing.T) {
 		reps = 6
 		n    = 200
 	)
-	for _, dir := range []struct {
-		name     string
-		from     side
-		bothWays bool
-	}{
-		{"smaller-to-larger", local, false},
-		{"larger-to-smaller", peer, false},
-		{"both-ways", local, true},
-	} {
+	for _, dir := range freshDirections {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
 			failed := 0
 			for i := range reps {
-				a, b := freshPair(t, hi, hp)
-				from, to := a, b
-				if dir.from == peer {
-					from, to = b, a
-				}
+				from, to := dir.pair(t, hi, hp)
 				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
 				total.add(o.res)
 				if !o.res.clean() {
