@@ -111,21 +111,28 @@ func (e *end) loop(t *testing.T) {
 	}
 }
 
+// isProbe reports whether m is a connection probe (see recv).
+func isProbe(m msg) bool {
+	d := string(m.data)
+	return !m.hasDest && (d == "hello" || strings.HasPrefix(d, "ping "))
+}
+
 func (e *end) addr() netip.AddrPort { return e.sock.LocalAddrPort() }
 
 // recv returns the next message, or fails the test after d.
 //
-// It skips "hello" messages: newPair probes a connection that is slow to
-// come up with a hello per second, and the repeats can arrive well after
-// the first one (CI on 6.12 once delivered one in place of a
-// registration, after a 2.1 s connection setup).
+// It skips connection probes: newPair's "hello" and TestBogusAndStaleCookies'
+// "ping N", sent repeatedly until one gets through, whose repeats can
+// arrive well after the first one (CI on 6.12 delivered one in place of a
+// registration, twice: after a 2.1 s connection setup, and after a
+// connection came back).
 func (e *end) recv(t *testing.T, what string, d time.Duration) msg {
 	t.Helper()
 	timeout := time.After(d)
 	for {
 		select {
 		case m := <-e.msgs:
-			if string(m.data) == "hello" && !m.hasDest {
+			if isProbe(m) {
 				continue
 			}
 			return m
