@@ -169,11 +169,14 @@ func (o *pingOpts) run(e *env, args []string) error {
 loop:
 	for seq := 1; ; {
 		if final == nil && (o.count == 0 || seq <= o.count) {
+			// Take the send time first: the reply can be read (and
+			// timestamped) before sendRetry returns.
+			sent := time.Now()
 			if err := sendRetry(e, c, nil, target, o.wait); err != nil {
 				failure = fmt.Errorf("ping %d: %w", seq, err)
 				break
 			}
-			pending = append(pending, probe{seq, time.Now()})
+			pending = append(pending, probe{seq, sent})
 			sum.Sent++
 			seq++
 			if o.count > 0 && seq > o.count {
