@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -14,8 +15,10 @@ import (
 
 	"net/netip"
 
+	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdssock"
+	"golang.org/x/sys/unix"
 )
 
 // congestedPair returns a sender in the initial namespace and a receiver in
@@ -82,7 +85,7 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 			case serr := <-sendErr:
 				t.Fatalf("message %d: %v; the sender had finished (%v): the kernel lost messages", i, err, serr)
 			default:
-				t.Fatalf("message %d: %v; the sender is still waiting: a lost congestion wake-up", i, err)
+				t.Fatalf("message %d: %v; the sender is still waiting: a lost congestion wake-up (%s)", i, err, congestionState(t, a, b))
 			}
 		}
 		if n != size || binary.BigEndian.Uint32(buf) != uint32(i) || buf[size-1] != byte(i) || from != a.LocalAddrPort() {
@@ -109,6 +112,31 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 		t.Errorf("%d sends that waited out congestion %d times allocated %d objects", msgs, waits, mallocs)
 	}
 	t.Logf("%d messages, %d congested sends waited, %d allocations", msgs, waits, mallocs)
+}
+
+// congestionState tells, for a sender a stuck waiting to send to b, whether
+// b's port is still marked congested (a probe socket on a's address, which
+// shares the kernel's congestion map, tries one non-blocking send) and how
+// many congestion map updates the kernel queued and received.
+func congestionState(t *testing.T, a, b *rdssock.Conn) string {
+	probe, err := rdssock.Listen(netip.AddrPortFrom(a.LocalAddrPort().Addr(), port()), nil)
+	if err != nil {
+		return "probe: " + err.Error()
+	}
+	defer probe.Close()
+	_, err = probe.WriteMsgFlags(nil, []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
+	port := "port uncongested: the wake-up was lost"
+	if errors.Is(err, rdssock.ErrCongested) {
+		port = "port still congested though its receiver drained it"
+	} else if err != nil {
+		port = "probe send: " + err.Error()
+	}
+	cs, err := a.Counters()
+	if err != nil {
+		return port + "; counters: " + err.Error()
+	}
+	return fmt.Sprintf("%s; cong_update_queued=%d cong_update_received=%d cong_send_error=%d",
+		port, counter(t, cs, "cong_update_queued"), counter(t, cs, "cong_update_received"), counter(t, cs, "cong_send_error"))
 }
 
 // TestIntegrationRdssockWaitCongestedDeadline: a wait for congestion to
@@ -164,4 +192,124 @@ func TestIntegrationRdssockWaitCongestedDeadline(t *testing.T) {
 		}
 	}
 	t.Logf("%d messages accepted before the receiver's port stayed congested", sent)
+}
+
+// congestOnce sends msgs 1 KiB messages from a, which waits out
+// congestion, to b, which reads them slowly, and returns how often the
+// kernel refused a send for congestion meanwhile (cong_send_error).
+func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) uint64 {
+	t.Helper()
+	before, err := a.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() {
+		payload := make([]byte, 1024)
+		for range msgs {
+			if _, err := a.WriteMsgContext(ctx, payload, nil, b.LocalAddrPort()); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	time.Sleep(200 * time.Millisecond) // let b's port become congested
+	b.SetReadDeadline(time.Now().Add(30 * time.Second))
+	buf := make([]byte, 2048)
+	for i := range msgs {
+		if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || n != 1024 {
+			t.Fatalf("congesting message %d: %d bytes, %v (%s)", i, n, err, congestionState(t, a, b))
+		}
+		if i%10 == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	after, err := a.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := counter(t, after, "cong_send_error") - counter(t, before, "cong_send_error")
+	if waits == 0 {
+		t.Fatal("the sender never met congestion (cong_send_error did not rise); the test proves nothing")
+	}
+	return waits
+}
+
+// TestIntegrationRdssockWaitCongestedNotices: the kernel wakes a sender
+// waiting with Config.WaitCongested through a congestion notice queued on
+// the sender's socket. Those notices are the library's own: ReadMsg without
+// room for control data and ReadBatch on that socket skip them and return
+// the next real message. A socket that also asked for CongestionMonitor
+// receives them.
+func TestIntegrationRdssockWaitCongestedNotices(t *testing.T) {
+	vmtest.Require(t)
+	t.Run("WaitCongested", func(t *testing.T) {
+		a, b := congestedPair(t, &rdssock.Config{WaitCongested: true})
+		buf := make([]byte, 64)
+		waits := congestOnce(t, a, b, 60)
+		if _, err := b.WriteMsg([]byte("after"), nil, a.LocalAddrPort()); err != nil {
+			t.Fatal(err)
+		}
+		a.SetReadDeadline(time.Now().Add(10 * time.Second))
+		n, _, flags, from, err := a.ReadMsg(buf, nil)
+		if err != nil || string(buf[:n]) != "after" || from != b.LocalAddrPort() {
+			t.Fatalf("ReadMsg after %d congested sends = %q from %v, flags %#x, %v; want \"after\" from %v",
+				waits, buf[:n], from, flags, err, b.LocalAddrPort())
+		}
+
+		waits = congestOnce(t, a, b, 60)
+		for _, s := range []string{"one", "two"} {
+			if _, err := b.WriteMsg([]byte(s), nil, a.LocalAddrPort()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for len(got) < 2 {
+			ms := make([]rdssock.Message, 4)
+			for i := range ms {
+				ms[i].Buffer = make([]byte, 64)
+			}
+			n, err := a.ReadBatch(nil, ms, 0)
+			if err != nil {
+				t.Fatalf("ReadBatch after %d congested sends: %v", waits, err)
+			}
+			for _, m := range ms[:n] {
+				if m.Addr != b.LocalAddrPort() || m.Flags != 0 {
+					t.Fatalf("ReadBatch entry %q from %v, flags %#x; want only b's messages", m.Buffer[:m.N], m.Addr, m.Flags)
+				}
+				got = append(got, string(m.Buffer[:m.N]))
+			}
+		}
+		if got[0] != "one" || got[1] != "two" || len(got) != 2 {
+			t.Fatalf("ReadBatch got %q; want one, two", got)
+		}
+	})
+	t.Run("WaitCongested+CongestionMonitor", func(t *testing.T) {
+		a, b := congestedPair(t, &rdssock.Config{WaitCongested: true, CongestionMonitor: true})
+		waits := congestOnce(t, a, b, 60)
+		a.SetReadDeadline(time.Now().Add(10 * time.Second))
+		buf, oob := make([]byte, 64), make([]byte, 64)
+		n, oobn, flags, from, err := a.ReadMsg(buf, oob)
+		if err != nil || n != 0 || from.IsValid() {
+			t.Fatalf("ReadMsg after %d congested sends = %d bytes from %v, flags %#x, %v; want a 0-byte notice", waits, n, from, flags, err)
+		}
+		p := cmsg.NewParser(oob[:oobn])
+		m, err := p.Next()
+		if err != nil {
+			t.Fatalf("notice control data %x: %v", oob[:oobn], err)
+		}
+		mask, err := m.CongUpdate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bit := uint64(1) << (b.LocalAddrPort().Port() % 64); mask&bit == 0 {
+			t.Fatalf("notice mask %#x lacks the bit of port %d", mask, b.LocalAddrPort().Port())
+		}
+	})
 }

@@ -4,6 +4,7 @@ package rdssock
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"time"
 	"unsafe"
@@ -24,6 +25,9 @@ type batchOp struct {
 	hdrs     []mmsghdr
 	iovs     []unix.Iovec
 	addrs    []sockaddrBuf
+	ctlLens  []int                   // each receive's control buffer size
+	ctls     [][congNoticeSpace]byte // see msgOp.ctl
+	skipCong bool                    // see msgOp.skipCong
 	flags    int
 	dontWait bool
 	waitCong bool
@@ -42,14 +46,22 @@ var batchPool = sync.Pool{New: func() any {
 	return op
 }}
 
-func getBatch(ms []Message, flags int, send bool) (*batchOp, error) {
+// getBatch prepares a batch. skipCong (receives only) makes the batch skip
+// congestion notices as msgOp does; it gives messages whose OOB is too
+// small to hold one the op's own control buffer.
+func getBatch(ms []Message, flags int, send, skipCong bool) (*batchOp, error) {
 	op := batchPool.Get().(*batchOp)
 	if cap(op.hdrs) < len(ms) {
 		op.hdrs = make([]mmsghdr, len(ms))
 		op.iovs = make([]unix.Iovec, len(ms))
 		op.addrs = make([]sockaddrBuf, len(ms))
+		op.ctlLens = make([]int, len(ms))
 	}
-	op.hdrs, op.iovs, op.addrs = op.hdrs[:len(ms)], op.iovs[:len(ms)], op.addrs[:len(ms)]
+	op.hdrs, op.iovs, op.addrs, op.ctlLens = op.hdrs[:len(ms)], op.iovs[:len(ms)], op.addrs[:len(ms)], op.ctlLens[:len(ms)]
+	op.skipCong = skipCong && !send
+	if op.skipCong && cap(op.ctls) < len(ms) {
+		op.ctls = make([][congNoticeSpace]byte, len(ms))
+	}
 	for i := range ms {
 		m, h := &ms[i], &op.hdrs[i]
 		*h = mmsghdr{}
@@ -59,10 +71,15 @@ func getBatch(ms []Message, flags int, send bool) (*batchOp, error) {
 			h.hdr.Iov = &op.iovs[i]
 			h.hdr.SetIovlen(1)
 		}
-		if len(m.OOB) > 0 {
+		op.ctlLens[i] = len(m.OOB)
+		switch {
+		case op.skipCong && len(m.OOB) < congNoticeSpace:
+			h.hdr.Control = &op.ctls[i][0]
+			op.ctlLens[i] = congNoticeSpace
+		case len(m.OOB) > 0:
 			h.hdr.Control = &m.OOB[0]
-			h.hdr.SetControllen(len(m.OOB))
 		}
+		h.hdr.SetControllen(op.ctlLens[i])
 		switch {
 		case !send:
 			h.hdr.Name = (*byte)(unsafe.Pointer(&op.addrs[i].raw))
@@ -104,9 +121,107 @@ func (op *batchOp) doRecv(fd uintptr) bool {
 			}
 			return false
 		}
+		if e == 0 && op.skipCong && op.onlyCongNotices(int(n)) {
+			op.rearm(int(n))
+			continue // nothing but the library's own wake-ups: receive again
+		}
 		op.n, op.errno = int(n), e
 		return true
 	}
+}
+
+func (op *batchOp) isCongNotice(i int) bool {
+	return isCongNotice(int(op.hdrs[i].len), &op.hdrs[i].hdr)
+}
+
+func (op *batchOp) onlyCongNotices(n int) bool {
+	for i := range n {
+		if !op.isCongNotice(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// rearm restores the fields recvmmsg wrote in the first n headers.
+func (op *batchOp) rearm(n int) {
+	for i := range n {
+		h := &op.hdrs[i]
+		h.hdr.Namelen = unix.SizeofSockaddrInet6
+		h.hdr.SetControllen(op.ctlLens[i])
+		h.hdr.Flags, h.len = 0, 0
+	}
+}
+
+// fill sets ms[:n] from the batch's first n receives and returns how many
+// messages that is. Congestion notices the batch skips are left out and
+// the later messages move down, data and control data copied to the
+// earlier slot. If some message would not fit the slot it would move to
+// (smaller buffers there), nothing moves: each notice then stays as an
+// entry with N and NN 0, no Flags and a zero Addr.
+func (op *batchOp) fill(ms []Message, n int) int {
+	compact := op.skipCong && op.fitsCompacted(ms, n)
+	out := 0
+	for i := range n {
+		h := &op.hdrs[i]
+		if op.skipCong && op.isCongNotice(i) {
+			if !compact {
+				ms[i].N, ms[i].NN, ms[i].Flags, ms[i].Addr = 0, 0, 0, netip.AddrPort{}
+				out++
+			}
+			continue
+		}
+		m := &ms[out]
+		m.N, m.NN, m.Flags = int(h.len), int(h.hdr.Controllen), int(h.hdr.Flags)
+		m.Addr = op.addrs[i].get(h.hdr.Namelen)
+		if out != i {
+			copy(m.Buffer, ms[i].Buffer[:min(m.N, len(ms[i].Buffer))])
+		}
+		if ctl := op.control(ms, i); out != i || op.ownControl(ms, i) {
+			if len(ctl) > len(m.OOB) {
+				m.NN, m.Flags = 0, m.Flags|unix.MSG_CTRUNC // as the kernel says it
+			} else {
+				m.NN = copy(m.OOB, ctl)
+			}
+		}
+		out++
+	}
+	return out
+}
+
+// ownControl reports whether ms[i]'s control data went to the op's own
+// buffer (see getBatch).
+func (op *batchOp) ownControl(ms []Message, i int) bool {
+	return op.skipCong && len(ms[i].OOB) < congNoticeSpace
+}
+
+// control returns the control data received for ms[i].
+func (op *batchOp) control(ms []Message, i int) []byte {
+	nn := int(op.hdrs[i].hdr.Controllen)
+	if op.ownControl(ms, i) {
+		return op.ctls[i][:nn]
+	}
+	return ms[i].OOB[:nn]
+}
+
+// fitsCompacted reports whether leaving out the notices among the first n
+// receives moves every later message into a slot that holds it.
+func (op *batchOp) fitsCompacted(ms []Message, n int) bool {
+	out := 0
+	for i := range n {
+		if op.isCongNotice(i) {
+			continue
+		}
+		if out != i {
+			nn := len(op.control(ms, i))
+			ctlFits := nn <= len(ms[out].OOB) || nn > len(ms[i].OOB) // else cut in either slot
+			if min(int(op.hdrs[i].len), len(ms[i].Buffer)) > len(ms[out].Buffer) || !ctlFits {
+				return false
+			}
+		}
+		out++
+	}
+	return true
 }
 
 // doSend sends the batch with one sendmsg per message. sendmmsg cannot be
@@ -145,14 +260,15 @@ func (op *batchOp) doSend(fd uintptr) bool {
 // ReadBatch receives up to len(ms) messages with one recvmmsg call. It
 // waits for the first message, then takes those already queued, and
 // returns how many it filled; each Message gets its N, NN, Flags and Addr.
-// Like ReadMsg it treats 0-byte messages as messages. A truncated message
-// is reported in its Flags, not as an error, so that the rest of the batch
-// is not lost. ctx may be nil.
+// Like ReadMsg it treats 0-byte messages as messages, and skips the
+// congestion notices of Config.WaitCongested. A truncated message is
+// reported in its Flags, not as an error, so that the rest of the batch is
+// not lost. ctx may be nil.
 func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, error) {
 	if len(ms) == 0 {
 		return 0, nil
 	}
-	op, err := getBatch(ms, flags, false)
+	op, err := getBatch(ms, flags, false, c.ownsCongNotices())
 	if err != nil {
 		return 0, opError("read", c.LocalAddr(), nil, err)
 	}
@@ -160,11 +276,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	perr := c.wait(ctx, false, op.recv)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
-		for i := range n {
-			h, m := &op.hdrs[i], &ms[i]
-			m.N, m.NN, m.Flags = int(h.len), int(h.hdr.Controllen), int(h.hdr.Flags)
-			m.Addr = op.addrs[i].get(h.hdr.Namelen)
-		}
+		n = op.fill(ms, n)
 	}
 	putBatch(op)
 	switch {
@@ -188,7 +300,7 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 	if len(ms) == 0 {
 		return 0, nil
 	}
-	op, err := getBatch(ms, flags, true)
+	op, err := getBatch(ms, flags, true, false)
 	if err != nil {
 		return 0, opError("write", c.LocalAddr(), nil, err)
 	}

@@ -36,9 +36,11 @@ type Config struct {
 	// WaitCongested makes sends to a congested port wait until the port is
 	// uncongested, as a blocking C socket does, instead of failing with
 	// ErrCongested. The wait happens in the runtime poller (deadlines and
-	// contexts bound it) and allocates nothing. It switches on
-	// CongestionMonitor, whose update wakes the waiting send, so readers of
-	// the socket also see the RDS_CMSG_CONG_UPDATE notices.
+	// contexts bound it) and allocates nothing. It switches on the kernel's
+	// congestion monitor, whose RDS_CMSG_CONG_UPDATE notice wakes the
+	// waiting send. Those notices queue on this socket's receive side;
+	// reads skip them (they are the library's business), unless
+	// CongestionMonitor is set too, in which case reads return them.
 	WaitCongested bool
 
 	// BusyPoll, when positive, makes a receive that finds no message try

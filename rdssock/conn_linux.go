@@ -29,8 +29,9 @@ type Conn struct {
 	closed   atomic.Bool
 	tsActive bool
 
-	waitCongested atomic.Bool  // Config.WaitCongested is in force
-	busyPoll      atomic.Int64 // Config.BusyPoll in nanoseconds
+	waitCongested     atomic.Bool  // Config.WaitCongested is in force
+	congNoticesWanted atomic.Bool  // the caller asked for congestion notices
+	busyPoll          atomic.Int64 // Config.BusyPoll in nanoseconds
 
 	readDeadline, writeDeadline deadlineMux
 }

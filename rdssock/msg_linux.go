@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-rds/rds/internal/rdsabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,6 +30,14 @@ type msgOp struct {
 	spin     busySpin
 	n        int
 	errno    unix.Errno
+
+	// A receive on a socket whose congestion notices belong to the
+	// library (Config.WaitCongested alone) skips them. If the caller gave
+	// too little room to tell such a notice from others, control data goes
+	// to ctl instead and readMsg hands it on.
+	skipCong bool
+	ctlLen   int // the control buffer's size, restored before each try
+	ctl      [congNoticeSpace]byte
 
 	recv func(fd uintptr) bool // bound to doRecv
 	send func(fd uintptr) bool // bound to doSend
@@ -54,6 +63,8 @@ func getOp(b, oob []byte, flags int) *msgOp {
 		op.hdr.Control = &oob[0]
 		op.hdr.SetControllen(len(oob))
 	}
+	op.ctlLen = len(oob)
+	op.skipCong = false
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
 	op.waitCong = false
@@ -114,9 +125,52 @@ func (s *busySpin) again() bool {
 }
 
 func (op *msgOp) doRecv(fd uintptr) bool {
-	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
-	op.hdr.Namelen = unix.SizeofSockaddrInet6
-	return op.recvSyscall(fd)
+	for {
+		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
+		op.hdr.Namelen = unix.SizeofSockaddrInet6
+		op.hdr.SetControllen(op.ctlLen)
+		op.hdr.Flags = 0
+		if !op.recvSyscall(fd) {
+			return false
+		}
+		if op.skipCong && op.errno == 0 && isCongNotice(op.n, &op.hdr) {
+			continue // the library's own wake-up for WaitCongested
+		}
+		return true
+	}
+}
+
+// congNoticeSpace is the control data of a congestion notice: one
+// RDS_CMSG_CONG_UPDATE message holding a 64-bit port mask.
+const congNoticeSpace = unix.SizeofCmsghdr + 8
+
+// isCongNotice reports whether a received message is a congestion notice:
+// no data, no sender, and exactly that one control message.
+func isCongNotice(n int, h *unix.Msghdr) bool {
+	if n != 0 || h.Namelen != 0 || h.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 ||
+		h.Control == nil || uint64(h.Controllen) != congNoticeSpace {
+		return false
+	}
+	cm := (*unix.Cmsghdr)(unsafe.Pointer(h.Control))
+	return cm.Level == solRDS && cm.Type == rdsabi.CmsgCongUpdate && uint64(cm.Len) == congNoticeSpace
+}
+
+// useOwnControl points the receive's control data at the op's own buffer,
+// for a caller whose oob is too small to hold a congestion notice.
+func (op *msgOp) useOwnControl() {
+	op.hdr.Control = &op.ctl[0]
+	op.ctlLen = len(op.ctl)
+}
+
+// handOver gives the caller the control data received into the op's own
+// buffer: all of it if it fits oob, else none, with MSG_CTRUNC, which is
+// what the kernel reports when control data does not fit.
+func (op *msgOp) handOver(oob []byte) (oobn int, flags int32) {
+	n, flags := int(op.hdr.Controllen), op.hdr.Flags
+	if n > len(oob) {
+		return 0, flags | unix.MSG_CTRUNC
+	}
+	return copy(oob, op.ctl[:n]), flags
 }
 
 // sendRetries bounds how often a send that failed with EAGAIN while the
@@ -178,7 +232,8 @@ func writable(fd uintptr) bool {
 // A result of 0 data bytes is a message, never end of file: RDMA completion
 // notices, congestion updates and zero-copy completions arrive as 0-byte
 // messages that carry only control data (and no sender), and RDS ping
-// replies are 0-byte messages from port 0.
+// replies are 0-byte messages from port 0. The congestion notices that
+// wake senders waiting with Config.WaitCongested are skipped (see there).
 //
 // If the message or its control data did not fit (MSG_TRUNC, MSG_CTRUNC in
 // flags), ReadMsg returns what fit together with an error for which
@@ -204,8 +259,18 @@ func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, o
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	op := getOp(b, oob, flags)
 	op.spin.limit = time.Duration(c.busyPoll.Load())
+	op.skipCong = c.ownsCongNotices()
+	ownCtl := op.skipCong && len(oob) < congNoticeSpace
+	if ownCtl {
+		op.useOwnControl()
+	}
 	perr := c.wait(ctx, false, op.recv)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
+	if ownCtl {
+		var f int32
+		oobn, f = op.handOver(oob)
+		rflags = int(f)
+	}
 	from = op.sa.get(op.hdr.Namelen)
 	errno := op.errno
 	putOp(op)

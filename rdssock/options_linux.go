@@ -55,9 +55,10 @@ func (c *Conn) applyConfig(cfg *Config) error {
 		}
 	}
 	if cfg.CongestionMonitor || cfg.WaitCongested {
-		if err := c.SetCongestionMonitor(true); err != nil {
+		if err := c.setCongestionMonitor(true); err != nil {
 			return err
 		}
+		c.congNoticesWanted.Store(cfg.CongestionMonitor)
 		c.waitCongested.Store(cfg.WaitCongested)
 	}
 	if err := c.SetBusyPoll(cfg.BusyPoll); err != nil {
@@ -145,15 +146,32 @@ func (c *Conn) SetBusyPoll(d time.Duration) error {
 }
 
 // SetCongestionMonitor switches explicit congestion monitoring
-// (RDS_CONG_MONITOR); see Config.CongestionMonitor. Switching it off
-// clears the monitor mask and any pending notification, and ends
-// Config.WaitCongested (sends then fail with ErrCongested again), since
-// without the monitor nothing would wake a waiting send.
+// (RDS_CONG_MONITOR); see Config.CongestionMonitor. Switching it on makes
+// reads return the RDS_CMSG_CONG_UPDATE notices, also on a socket with
+// Config.WaitCongested. Switching it off clears the monitor mask and any
+// pending notification, and ends Config.WaitCongested (sends then fail
+// with ErrCongested again), since without the monitor nothing would wake a
+// waiting send.
 func (c *Conn) SetCongestionMonitor(on bool) error {
 	if !on {
 		c.waitCongested.Store(false)
 	}
+	if err := c.setCongestionMonitor(on); err != nil {
+		return err
+	}
+	c.congNoticesWanted.Store(on)
+	return nil
+}
+
+func (c *Conn) setCongestionMonitor(on bool) error {
 	return c.setInt("RDS_CONG_MONITOR", solRDS, optCongMonitor, boolInt(on))
+}
+
+// ownsCongNotices reports whether the socket's congestion notices are the
+// library's own business: the monitor is on only to wake sends waiting
+// with Config.WaitCongested, so reads skip the notices.
+func (c *Conn) ownsCongNotices() bool {
+	return c.waitCongested.Load() && !c.congNoticesWanted.Load()
 }
 
 // SetTimestamps switches SO_TIMESTAMP: an SCM_TIMESTAMP control message
