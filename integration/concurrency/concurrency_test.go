@@ -144,10 +144,10 @@ func TestSharedSockets(t *testing.T) {
 						}
 						buf := make([]byte, 2048)
 						for f.got.Load() < senders*perSender {
-							n, _, _, from, err := f.to.ReadMsgContext(f.ctx, buf, nil)
+							n, _, rflags, from, err := f.to.ReadMsgContext(f.ctx, buf, nil)
 							if err != nil {
 								if f.got.Load() < senders*perSender {
-									report(fmt.Errorf("receive on %v after %d messages: %w", f.to.LocalAddrPort(), f.got.Load(), err))
+									report(fmt.Errorf("receive on %v after %d messages (%d bytes from %v, flags %#x): %w", f.to.LocalAddrPort(), f.got.Load(), n, from, rflags, err))
 								}
 								return
 							}
