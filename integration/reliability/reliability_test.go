@@ -552,7 +552,40 @@ func ping(t testing.TB, c *rdssock.Conn, dst netip.Addr) {
 			t.Fatalf("ping reply on %v: %v", c.LocalAddrPort(), err)
 		}
 	}
-	t.Fatalf("no RDS ping reply from %v to %v within 20s", dst, c.LocalAddrPort())
+	t.Fatalf("no RDS ping reply from %v to %v within 20s; this namespace's view: %s", dst, c.LocalAddrPort(), connState(c, c.LocalAddrPort().Addr(), dst))
+}
+
+// connState describes, for failure messages, the RDS connection between a
+// and b as c's namespace sees it: the connection rows with their flags
+// and the TCP sockets of its paths with their queued bytes.
+func connState(c *rdssock.Conn, a, b netip.Addr) string {
+	var parts []string
+	between := func(x, y netip.Addr) bool {
+		x, y = x.Unmap(), y.Unmap()
+		return x == a.Unmap() && y == b.Unmap() || x == b.Unmap() && y == a.Unmap()
+	}
+	if conns, err := c.Connections6(); err != nil {
+		parts = append(parts, "connections: "+err.Error())
+	} else {
+		for _, cn := range conns {
+			if between(cn.Local, cn.Remote) {
+				parts = append(parts, fmt.Sprintf("conn %v->%v %s flags %#x tx %d rx %d", cn.Local, cn.Remote, cn.Transport, cn.Flags, cn.NextTxSeq, cn.NextRxSeq))
+			}
+		}
+	}
+	if socks, err := c.TCPSockets6(); err != nil {
+		parts = append(parts, "tcp sockets: "+err.Error())
+	} else {
+		n := 0
+		for _, s := range socks {
+			if between(s.Local.Addr(), s.Peer.Addr()) {
+				n++
+				parts = append(parts, fmt.Sprintf("path %v->%v unsent %d+%d", s.Local, s.Peer, s.HeaderRemaining, s.DataRemaining))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d TCP paths", n))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // warmUp brings up the RDS/TCP connections of the topology, IPv4 and
