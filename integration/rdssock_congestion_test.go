@@ -85,7 +85,7 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 			case serr := <-sendErr:
 				t.Fatalf("message %d: %v; the sender had finished (%v): the kernel lost messages", i, err, serr)
 			default:
-				t.Fatalf("message %d: %v; the sender is still waiting: a lost congestion wake-up (%s)", i, err, congestionState(t, a, b))
+				senderStuck(t, fmt.Sprintf("message %d: %v", i, err), a, b)
 			}
 		}
 		if n != size || binary.BigEndian.Uint32(buf) != uint32(i) || buf[size-1] != byte(i) || from != a.LocalAddrPort() {
@@ -114,29 +114,43 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 	t.Logf("%d messages, %d congested sends waited, %d allocations", msgs, waits, mallocs)
 }
 
-// congestionState tells, for a sender a stuck waiting to send to b, whether
-// b's port is still marked congested (a probe socket on a's address, which
-// shares the kernel's congestion map, tries one non-blocking send) and how
-// many congestion map updates the kernel queued and received.
-func congestionState(t *testing.T, a, b *rdssock.Conn) string {
+// senderStuck ends a test whose sender a still waits to send to b although
+// b drained everything (checked with a peek). A probe socket on a's address, which shares the
+// kernel's congestion map, tries one non-blocking send to b:
+//   - if it goes through, the port is uncongested and a missed the wake-up:
+//     a library bug, and the test fails;
+//   - if the port is still marked congested, no wake-up could have let a
+//     send; a blocking C sender would wait as well (rds_cong_wait sleeps
+//     until the bit clears). That is the kernel's map going wrong (see
+//     rdssock's BUG note on congestion across namespaces), and the test is
+//     skipped with a KNOWN KERNEL BUG message, or fails under
+//     RDSTEST_RELIABILITY_STRICT=1.
+func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
+	t.Helper()
+	b.SetReadDeadline(time.Time{}) // it has passed; the peek must not wait anyway
+	if _, _, _, _, err := b.ReadMsgFlags(nil, make([]byte, 1), nil, unix.MSG_DONTWAIT|unix.MSG_PEEK); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("%s; the receiver still has a message queued (a peek: %v): the test read too slowly", what, err)
+	}
 	probe, err := rdssock.Listen(netip.AddrPortFrom(a.LocalAddrPort().Addr(), port()), nil)
 	if err != nil {
-		return "probe: " + err.Error()
+		t.Fatalf("%s; the sender is still waiting; probe: %v", what, err)
 	}
 	defer probe.Close()
-	_, err = probe.WriteMsgFlags(nil, []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
-	port := "port uncongested: the wake-up was lost"
-	if errors.Is(err, rdssock.ErrCongested) {
-		port = "port still congested though its receiver drained it"
-	} else if err != nil {
-		port = "probe send: " + err.Error()
+	_, perr := probe.WriteMsgFlags(nil, []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
+	counters := "counters unreadable"
+	if cs, err := a.Counters(); err == nil {
+		counters = fmt.Sprintf("cong_update_queued=%d cong_update_received=%d cong_send_error=%d",
+			counter(t, cs, "cong_update_queued"), counter(t, cs, "cong_update_received"), counter(t, cs, "cong_send_error"))
 	}
-	cs, err := a.Counters()
-	if err != nil {
-		return port + "; counters: " + err.Error()
+	if !errors.Is(perr, rdssock.ErrCongested) {
+		t.Fatalf("%s; the sender is still waiting: a lost congestion wake-up (a probe send to the port: %v; %s)", what, perr, counters)
 	}
-	return fmt.Sprintf("%s; cong_update_queued=%d cong_update_received=%d cong_send_error=%d",
-		port, counter(t, cs, "cong_update_queued"), counter(t, cs, "cong_update_received"), counter(t, cs, "cong_send_error"))
+	msg := fmt.Sprintf("KNOWN KERNEL BUG: %s; the sender waits because the kernel still marks %v congested after its receiver drained it (%s)",
+		what, b.LocalAddrPort(), counters)
+	if os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // TestIntegrationRdssockWaitCongestedDeadline: a wait for congestion to
@@ -203,7 +217,7 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // outlasts b's deadline
 	defer cancel()
 	sent := make(chan error, 1)
 	go func() {
@@ -220,8 +234,12 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) uint64 {
 	b.SetReadDeadline(time.Now().Add(30 * time.Second))
 	buf := make([]byte, 2048)
 	for i := range msgs {
-		if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || n != 1024 {
-			t.Fatalf("congesting message %d: %d bytes, %v (%s)", i, n, err, congestionState(t, a, b))
+		n, _, _, _, err := b.ReadMsg(buf, nil)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			senderStuck(t, fmt.Sprintf("congesting message %d: %v", i, err), a, b)
+		}
+		if err != nil || n != 1024 {
+			t.Fatalf("congesting message %d: %d bytes, %v", i, n, err)
 		}
 		if i%10 == 0 {
 			time.Sleep(10 * time.Millisecond)
