@@ -121,8 +121,8 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 //     a library bug, and the test fails;
 //   - if the port is still marked congested, no wake-up could have let a
 //     send; a blocking C sender would wait as well (rds_cong_wait sleeps
-//     until the bit clears). That is the kernel's map going wrong (see
-//     rdssock's BUG note on congestion across namespaces), and the test is
+//     until the bit clears). That is the kernel's congestion map going
+//     wrong (see rdssock's BUG note on stale congestion), and the test is
 //     skipped with a KNOWN KERNEL BUG message, or fails under
 //     RDSTEST_RELIABILITY_STRICT=1.
 func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
