@@ -94,10 +94,11 @@ package rdssock
 // kernel cleared the mark: the last congestion map update that the sender
 // applies still has the port's bit set. Senders to the port then wait
 // (WaitCongested, or a blocking C socket) or fail with ErrCongested from
-// then on. On Linux 6.1 it happened in about 1 of 100 runs of 600
-// messages that met congestion about 100 times each, both between network
-// namespaces of one kernel and between two VMs (5 of 756 runs). The cause
-// in the kernel is not known. A deadline or context bounds such a wait.
+// then on. It happened in about 1 of 100 to 250 runs of 600 messages
+// that met congestion about 100 times each: between network namespaces
+// of one Linux 6.1 kernel, and between two VMs on 6.1 (5 of 756 runs)
+// and 6.12 (4 of 1000). The cause in the kernel is not known. A deadline
+// or context bounds such a wait.
 
 import (
 	"net"
