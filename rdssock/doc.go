@@ -97,7 +97,7 @@ package rdssock
 // then on. It happened in about 1 of 100 to 250 runs of 600 messages
 // that met congestion about 100 times each: between network namespaces
 // of one Linux 6.1 kernel, and between two VMs on 6.1 (5 of 756 runs)
-// and 6.12 (4 of 1000). The cause in the kernel is not known. A deadline
+// and 6.12 (5 of 1599). The cause in the kernel is not known. A deadline
 // or context bounds such a wait.
 
 import (
