@@ -86,6 +86,7 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 				t.Fatalf("message %d: %v; the sender had finished (%v): the kernel lost messages", i, err, serr)
 			default:
 				senderStuck(t, fmt.Sprintf("message %d: %v", i, err), a, b)
+				return // the sender stays stuck until the cleanup closes a
 			}
 		}
 		if n != size || binary.BigEndian.Uint32(buf) != uint32(i) || buf[size-1] != byte(i) || from != a.LocalAddrPort() {
@@ -114,17 +115,20 @@ func TestIntegrationRdssockWaitCongested(t *testing.T) {
 	t.Logf("%d messages, %d congested sends waited, %d allocations", msgs, waits, mallocs)
 }
 
-// senderStuck ends a test whose sender a still waits to send to b although
-// b drained everything (checked with a peek). A probe socket on a's address, which shares the
-// kernel's congestion map, tries one non-blocking send to b:
+// senderStuck judges a test whose sender a still waits to send to b
+// although b drained everything (checked with a peek). A probe socket on
+// a's address, which shares the kernel's congestion map, tries one
+// non-blocking send to b:
 //   - if it goes through, the port is uncongested and a missed the wake-up:
 //     a library bug, and the test fails;
 //   - if the port is still marked congested, no wake-up could have let a
 //     send; a blocking C sender would wait as well (rds_cong_wait sleeps
 //     until the bit clears). That is the kernel's congestion map going
-//     wrong (see rdssock's BUG note on stale congestion), and the test is
-//     skipped with a KNOWN KERNEL BUG message, or fails under
-//     RDSTEST_RELIABILITY_STRICT=1.
+//     wrong (see rdssock's BUG note on stale congestion). As for the
+//     other known kernel defects, it is logged as KNOWN KERNEL BUG (also
+//     as a row of rdstest's reliability table) and fails only under
+//     RDSTEST_RELIABILITY_STRICT=1; the caller then ends the test, which
+//     cannot go on.
 func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	t.Helper()
 	b.SetReadDeadline(time.Time{}) // it has passed; the peek must not wait anyway
@@ -150,7 +154,9 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	if os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" {
 		t.Fatal(msg)
 	}
-	t.Skip(msg)
+	t.Log(msg)
+	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s)",
+		vmtest.KernelRelease(), b.LocalAddrPort(), what)
 }
 
 // TestIntegrationRdssockWaitCongestedDeadline: a wait for congestion to
@@ -211,7 +217,10 @@ func TestIntegrationRdssockWaitCongestedDeadline(t *testing.T) {
 // congestOnce sends msgs 1 KiB messages from a, which waits out
 // congestion, to b, which reads them slowly, and returns how often the
 // kernel refused a send for congestion meanwhile (cong_send_error).
-func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) uint64 {
+//
+// wedged reports the known kernel defect (see senderStuck): then the
+// caller must end the test.
+func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) (waits uint64, wedged bool) {
 	t.Helper()
 	before, err := a.Counters()
 	if err != nil {
@@ -237,6 +246,7 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) uint64 {
 		n, _, _, _, err := b.ReadMsg(buf, nil)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			senderStuck(t, fmt.Sprintf("congesting message %d: %v", i, err), a, b)
+			return 0, true
 		}
 		if err != nil || n != 1024 {
 			t.Fatalf("congesting message %d: %d bytes, %v", i, n, err)
@@ -252,11 +262,11 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waits := counter(t, after, "cong_send_error") - counter(t, before, "cong_send_error")
+	waits = counter(t, after, "cong_send_error") - counter(t, before, "cong_send_error")
 	if waits == 0 {
 		t.Fatal("the sender never met congestion (cong_send_error did not rise); the test proves nothing")
 	}
-	return waits
+	return waits, false
 }
 
 // TestIntegrationRdssockWaitCongestedNotices: the kernel wakes a sender
@@ -270,7 +280,10 @@ func TestIntegrationRdssockWaitCongestedNotices(t *testing.T) {
 	t.Run("WaitCongested", func(t *testing.T) {
 		a, b := congestedPair(t, &rdssock.Config{WaitCongested: true})
 		buf := make([]byte, 64)
-		waits := congestOnce(t, a, b, 60)
+		waits, wedged := congestOnce(t, a, b, 60)
+		if wedged {
+			return
+		}
 		if _, err := b.WriteMsg([]byte("after"), nil, a.LocalAddrPort()); err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +294,9 @@ func TestIntegrationRdssockWaitCongestedNotices(t *testing.T) {
 				waits, buf[:n], from, flags, err, b.LocalAddrPort())
 		}
 
-		waits = congestOnce(t, a, b, 60)
+		if waits, wedged = congestOnce(t, a, b, 60); wedged {
+			return
+		}
 		for _, s := range []string{"one", "two"} {
 			if _, err := b.WriteMsg([]byte(s), nil, a.LocalAddrPort()); err != nil {
 				t.Fatal(err)
@@ -310,7 +325,10 @@ func TestIntegrationRdssockWaitCongestedNotices(t *testing.T) {
 	})
 	t.Run("WaitCongested+CongestionMonitor", func(t *testing.T) {
 		a, b := congestedPair(t, &rdssock.Config{WaitCongested: true, CongestionMonitor: true})
-		waits := congestOnce(t, a, b, 60)
+		waits, wedged := congestOnce(t, a, b, 60)
+		if wedged {
+			return
+		}
 		a.SetReadDeadline(time.Now().Add(10 * time.Second))
 		buf, oob := make([]byte, 64), make([]byte, 64)
 		n, oobn, flags, from, err := a.ReadMsg(buf, oob)
