@@ -155,7 +155,6 @@ func runHost(testBin string, args []string) (int, error) {
 		}
 	}()
 
-	vms := make([]*vm, cfg.VMs)
 	var ports []int
 	if cfg.VMs == 2 {
 		if ports, err = freeUDPPorts(2); err != nil {
@@ -163,26 +162,6 @@ func runHost(testBin string, args []string) (int, error) {
 		}
 	}
 	out := &lineWriter{w: os.Stdout}
-	roles := []string{vmconf.RoleMain, vmconf.RolePeer}
-	for i := range vms {
-		vms[i] = &vm{
-			role:    roles[i],
-			index:   i,
-			kernel:  k,
-			initrd:  initrd,
-			mem:     mem,
-			vms:     cfg.VMs,
-			ports:   ports,
-			console: filepath.Join(logDir, logBase+"-"+roles[i]+".console.log"),
-			out:     out,
-		}
-		if cfg.VMs == 2 {
-			vms[i].prefix = "[" + roles[i] + "] "
-			if i == 0 {
-				vms[i].prefix = ""
-			}
-		}
-	}
 	if cfg.VMs == 2 {
 		logf("booting kernel %s (%s), two VMs, timeout %v", k.Release, k.Package, timeout)
 	} else {
@@ -197,35 +176,9 @@ func runHost(testBin string, args []string) (int, error) {
 			return 1, fmt.Errorf("RDSVM_GRACE: %w", err)
 		}
 	}
-	var wg sync.WaitGroup
-	var once sync.Once
-	cancels := make([]context.CancelFunc, len(vms))
-	ctxs := make([]context.Context, len(vms))
-	for i := range vms {
-		ctxs[i], cancels[i] = context.WithCancel(ctx)
-	}
-	for i, v := range vms {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v.run(ctxs[i])
-			once.Do(func() {
-				for j, o := range vms {
-					if j == i {
-						continue
-					}
-					time.AfterFunc(otherVMGrace, func() {
-						o.abandoned.Store(true)
-						cancels[j]()
-					})
-				}
-			})
-		}()
-	}
-	wg.Wait()
-	for _, c := range cancels {
-		c()
-	}
+	vms := bootWithRetries(ctx, func() []*vm {
+		return newVMs(cfg.VMs, k, initrd, mem, ports, logDir, logBase, out)
+	}, otherVMGrace, interrupted.Load)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 
 	code := 0
@@ -245,6 +198,8 @@ func runHost(testBin string, args []string) (int, error) {
 				v.kernelComplaints()
 			}
 			continue
+		case v.partnerCrashed.Load() && !timedOut && !interrupted.Load():
+			logf("kernel %s: %s stopped because the other VM crashed while booting", k.Release, name)
 		case v.abandoned.Load() && !timedOut && !interrupted.Load():
 			logf("kernel %s: %s did not finish within %v after the other VM did; stopped it",
 				k.Release, name, otherVMGrace)
@@ -259,7 +214,7 @@ func runHost(testBin string, args []string) (int, error) {
 			logf("kernel %s: %s: %v", k.Release, name, v.runErr)
 		default:
 			why := "kernel panic, crash or lost output"
-			if p := v.panicLine(); p != "" {
+			if p := v.panicLine(v.console); p != "" {
 				why = "the guest kernel panicked: " + p
 			}
 			logf("kernel %s: %s stopped without reporting an exit status (%s)", k.Release, name, why)
@@ -268,6 +223,118 @@ func runHost(testBin string, args []string) (int, error) {
 		code = 1
 	}
 	return code, nil
+}
+
+// bootAttempts is how many times rdsvm boots the VM(s) when a guest
+// kernel crashes before the test starts.
+const bootAttempts = 3
+
+// bootWithRetries runs the VMs that mk describes, and runs a fresh set
+// again, up to bootAttempts times in all, while a guest kernel crashes
+// before the test starts. It returns the VMs of the last attempt.
+func bootWithRetries(ctx context.Context, mk func() []*vm, grace time.Duration, interrupted func() bool) []*vm {
+	for attempt := 1; ; attempt++ {
+		vms := mk()
+		runVMs(ctx, vms, grace)
+		crashed := bootCrashes(vms)
+		if len(crashed) == 0 || attempt == bootAttempts || ctx.Err() != nil || interrupted() {
+			return vms
+		}
+		// The kernel died before the guest's init had even started the
+		// test: nothing of the test ran, so booting again loses nothing.
+		// Under TCG this happens now and then while the kernel patches
+		// its own code at boot (an int3 oops at a static-key site).
+		for _, v := range crashed {
+			kept := strings.TrimSuffix(v.console, ".console.log") + fmt.Sprintf(".boot-crash-%d.console.log", attempt)
+			if err := os.Rename(v.console, kept); err != nil {
+				kept = v.console
+			}
+			logf("kernel %s: the %s VM crashed while booting, before the test started (%s; console log %s); booting again, attempt %d of %d",
+				v.kernel.Release, v.role, v.panicLine(kept), kept, attempt+1, bootAttempts)
+		}
+	}
+}
+
+// newVMs describes the n VMs of one boot attempt.
+func newVMs(n int, k *kernel.Kernel, initrd string, mem int, ports []int, logDir, logBase string, out *lineWriter) []*vm {
+	vms := make([]*vm, n)
+	roles := []string{vmconf.RoleMain, vmconf.RolePeer}
+	for i := range vms {
+		vms[i] = &vm{
+			role:    roles[i],
+			index:   i,
+			kernel:  k,
+			initrd:  initrd,
+			mem:     mem,
+			vms:     n,
+			ports:   ports,
+			console: filepath.Join(logDir, logBase+"-"+roles[i]+".console.log"),
+			out:     out,
+		}
+		if n == 2 && i == 1 {
+			vms[i].prefix = "[" + roles[i] + "] "
+		}
+	}
+	return vms
+}
+
+// runVMs boots the VMs and waits for all of them. When one finishes, the
+// others get grace to finish too; when one crashes while booting, the
+// others are stopped at once, since the run will be repeated or fail.
+func runVMs(ctx context.Context, vms []*vm, grace time.Duration) {
+	var wg sync.WaitGroup
+	var once sync.Once
+	cancels := make([]context.CancelFunc, len(vms))
+	ctxs := make([]context.Context, len(vms))
+	for i := range vms {
+		ctxs[i], cancels[i] = context.WithCancel(ctx)
+	}
+	for i, v := range vms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v.run(ctxs[i])
+			crashed := v.bootCrashed()
+			once.Do(func() {
+				for j, o := range vms {
+					if j == i {
+						continue
+					}
+					if crashed {
+						o.partnerCrashed.Store(true)
+						cancels[j]()
+						continue
+					}
+					time.AfterFunc(grace, func() {
+						o.abandoned.Store(true)
+						cancels[j]()
+					})
+				}
+			})
+		}()
+	}
+	wg.Wait()
+	for _, c := range cancels {
+		c()
+	}
+}
+
+// bootCrashed reports whether v's kernel panicked before the guest's init
+// said it was ready to start the test.
+func (v *vm) bootCrashed() bool {
+	return v.exitCode < 0 && v.bootTime == 0 && v.setupErr == "" && v.runErr == nil &&
+		!v.abandoned.Load() && !v.partnerCrashed.Load() && v.panicLine(v.console) != ""
+}
+
+// bootCrashes returns the VMs that crashed while booting.
+func bootCrashes(vms []*vm) []*vm {
+	var crashed []*vm
+	for _, v := range vms {
+		if v.bootCrashed() {
+			crashed = append(crashed, v)
+		}
+	}
+	return crashed
 }
 
 // vm is one qemu instance.
@@ -285,10 +352,12 @@ type vm struct {
 
 	exitCode  int
 	abandoned atomic.Bool // stopped because the other VM finished long ago
-	setupErr  string
-	runErr    error
-	bootTime  time.Duration
-	testTime  time.Duration
+	// partnerCrashed: stopped because the other VM crashed while booting.
+	partnerCrashed atomic.Bool
+	setupErr       string
+	runErr         error
+	bootTime       time.Duration
+	testTime       time.Duration
 }
 
 func (v *vm) run(ctx context.Context) {
@@ -396,9 +465,9 @@ func (v *vm) run(ctx context.Context) {
 
 var panicRe = regexp.MustCompile(`Kernel panic - not syncing.*`)
 
-// panicLine returns the kernel's panic message from the console log, if any.
-func (v *vm) panicLine() string {
-	b, err := os.ReadFile(v.console)
+// panicLine returns the kernel's panic message from a console log, if any.
+func (v *vm) panicLine(console string) string {
+	b, err := os.ReadFile(console)
 	if err != nil {
 		return ""
 	}

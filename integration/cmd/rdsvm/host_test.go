@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-rds/rds/integration/internal/kernel"
 )
 
 func TestPickTimeout(t *testing.T) {
@@ -90,5 +93,112 @@ func TestFreeUDPPorts(t *testing.T) {
 	}
 	if len(p) != 2 || p[0] == p[1] || p[0] == 0 {
 		t.Fatalf("freeUDPPorts = %v", p)
+	}
+}
+
+// fakeQemu is a stand-in for qemu-system-x86_64. It finds the console
+// log and the status port among its arguments and behaves as $FAKE_<role>
+// says, role being main or peer: "crash" writes a kernel panic to the
+// console before the guest is ready; "crash-once" does that only on its
+// first run (counted in $FAKE_DIR); "late-crash" says ready and then
+// panics; "ok" says ready and exits 0; "hang" says ready and sleeps.
+const fakeQemu = `#!/bin/sh
+console=""
+role=main
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-serial) case "$2" in file:/dev/fd/*) ;; file:*) [ -z "$console" ] && console="${2#file:}";; esac; shift;;
+	-append) case "$2" in *rdsvm.role=peer*) role=peer;; esac; shift;;
+	esac
+	shift
+done
+eval mode=\$FAKE_$role
+runs="$FAKE_DIR/runs-$role"
+echo x >> "$runs"
+if [ "$mode" = crash-once ]; then
+	if [ "$(wc -l < "$runs")" -eq 1 ]; then mode=crash; else mode=ok; fi
+fi
+case "$mode" in
+crash) printf '[    0.98] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    0.99] Kernel panic - not syncing: Fatal exception in interrupt\n' > "$console"; exit 0;;
+late-crash) echo "rdsvm-ready 1.0" >&4; printf 'Kernel panic - not syncing: later\n' > "$console"; exit 0;;
+ok) echo booted > "$console"; echo "rdsvm-ready 1.0" >&4; echo "test output" >&3; echo "rdsvm-exit 0" >&4; exit 0;;
+hang) echo booted > "$console"; echo "rdsvm-ready 1.0" >&4; exec sleep 30;;
+esac
+exit 3
+`
+
+func TestBootWithRetries(t *testing.T) {
+	dir := t.TempDir()
+	qemu := filepath.Join(dir, "qemu")
+	if err := os.WriteFile(qemu, []byte(fakeQemu), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RDSVM_QEMU", qemu)
+	t.Setenv("FAKE_DIR", dir)
+	k := &kernel.Kernel{Release: "fake", Root: dir}
+	runs := func(role string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, "runs-"+role))
+		return strings.Count(string(b), "\n")
+	}
+	for _, tc := range []struct {
+		name       string
+		n          int
+		main, peer string
+		runs       int  // boots of the VM that crashes (main in one-VM runs)
+		exit       int  // main's exit code at the end, -1 for none
+		peerGone   bool // main stopped because the peer crashed
+	}{
+		{"one VM crashes once", 1, "crash-once", "", 2, 0, false},
+		{"one VM always crashes", 1, "crash", "", bootAttempts, -1, false},
+		{"crash after ready is not retried", 1, "late-crash", "", 1, -1, false},
+		{"test failure is not retried", 1, "fail", "", 1, -1, false},
+		{"peer crash stops a running main", 2, "hang", "crash", bootAttempts, -1, true},
+		{"peer crashes once", 2, "ok", "crash-once", 2, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, r := range []string{"main", "peer"} {
+				os.Remove(filepath.Join(dir, "runs-"+r))
+			}
+			t.Setenv("FAKE_main", tc.main)
+			t.Setenv("FAKE_peer", tc.peer)
+			var ports []int
+			if tc.n == 2 {
+				ports = []int{1, 2}
+			}
+			logs := t.TempDir()
+			var out strings.Builder
+			start := time.Now()
+			vms := bootWithRetries(context.Background(), func() []*vm {
+				return newVMs(tc.n, k, "initrd", 128, ports, logs, "t", &lineWriter{w: &out})
+			}, time.Minute, func() bool { return false })
+			// In two-VM runs the peer crashes; main may be stopped
+			// before its first line runs, so its boots are not counted.
+			role := "main"
+			if tc.n == 2 {
+				role = "peer"
+			}
+			if got := runs(role); got != tc.runs {
+				t.Errorf("%s booted %d times, want %d", role, got, tc.runs)
+			}
+			if vms[0].exitCode != tc.exit {
+				t.Errorf("main exit code %d, want %d", vms[0].exitCode, tc.exit)
+			}
+			if got := vms[0].partnerCrashed.Load(); got != tc.peerGone {
+				t.Errorf("main stopped for a crashed peer: %v, want %v", got, tc.peerGone)
+			}
+			if tc.peerGone && time.Since(start) > 20*time.Second {
+				t.Errorf("took %v: the running main was not stopped when the peer crashed", time.Since(start))
+			}
+			kept, _ := filepath.Glob(filepath.Join(logs, "*.boot-crash-*.console.log"))
+			wantKept := 0
+			if tc.main == "crash-once" || tc.peer == "crash-once" {
+				wantKept = 1
+			} else if tc.main == "crash" || tc.peer == "crash" {
+				wantKept = bootAttempts - 1
+			}
+			if len(kept) != wantKept {
+				t.Errorf("kept %d crashed consoles (%q), want %d", len(kept), kept, wantKept)
+			}
+		})
 	}
 }
