@@ -254,7 +254,7 @@ func testCancelSentTo(t *testing.T) {
 
 	// Phase 2: messages before..before+after-1 after the cancel. The
 	// sender's random stream continues where phase 1 stopped.
-	s2 := &sender{id: s.id, c: s.c, to: s.to, count: after, maxSize: 4096}
+	s2 := &sender{id: s.id, side: s.side, c: s.c, to: s.to, count: after, maxSize: 4096}
 	r := rand.New(rand.NewPCG(uint64(s.id), 0xa11))
 	buf := make([]byte, headerLen+4096+trailer)
 	for seq := before; seq < before+after; seq++ {

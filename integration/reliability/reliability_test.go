@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/netlinkcfg"
 	"github.com/go-rds/rds/rdssock"
@@ -273,6 +275,7 @@ func isTimeout(err error) bool {
 // sender is one sending socket and what it managed to send.
 type sender struct {
 	id        uint32
+	side      side // the sender's namespace
 	c         *rdssock.Conn
 	to        netip.AddrPort
 	count     int // messages to send
@@ -286,9 +289,21 @@ type sender struct {
 	pause func(seq int)
 }
 
+// stuckAfter is how long a sender retries a destination that stays
+// congested before it stops and looks for the kernel's stale congestion
+// map (errStaleCongestion).
+const stuckAfter = 20 * time.Second
+
+// errStaleCongestion says a sender stopped because its kernel went on
+// marking the destination port congested: a probe from a new socket was
+// refused too. Unless the receiver still has messages queued (see
+// judgeSender), that is the kernel defect of rdssock's BUG note on stale
+// congestion, not the library or the test.
+var errStaleCongestion = errors.New("the kernel still marks the port congested")
+
 // run sends s.count numbered messages. A congested destination is retried
-// with the same sequence number after a short sleep. It stops at the first
-// other error.
+// with the same sequence number after a short sleep, for up to stuckAfter.
+// It stops at the first other error.
 func (s *sender) run() {
 	r := rand.New(rand.NewPCG(uint64(s.id), 0x5eed))
 	buf := make([]byte, headerLen+s.maxSize+trailer)
@@ -298,6 +313,7 @@ func (s *sender) run() {
 		}
 		msg := encode(buf, r, s.id, uint64(seq), payloadSize(r, s.maxSize))
 		s.sent++
+		var congestedSince time.Time
 		for {
 			s.c.SetWriteDeadline(time.Now().Add(90 * time.Second))
 			_, err := s.c.WriteMsg(msg, nil, s.to)
@@ -307,6 +323,12 @@ func (s *sender) run() {
 			}
 			if errors.Is(err, rdssock.ErrCongested) {
 				s.congested++
+				if congestedSince.IsZero() {
+					congestedSince = time.Now()
+				} else if time.Since(congestedSince) > stuckAfter {
+					s.err = fmt.Errorf("sender %d (%v -> %v), message %d: congested for %v: %w", s.id, s.c.LocalAddrPort(), s.to, seq, stuckAfter, s.probe())
+					return
+				}
 				time.Sleep(2 * time.Millisecond)
 				continue
 			}
@@ -314,6 +336,62 @@ func (s *sender) run() {
 			return
 		}
 	}
+}
+
+// probe tries one non-blocking empty send to s.to from a new socket on
+// s's address. It returns errStaleCongestion if the kernel refuses it as
+// congested, else an error describing what happened.
+func (s *sender) probe() error {
+	c, err := openErr(s.side, netip.AddrPortFrom(s.c.LocalAddrPort().Addr(), port()), nil)
+	if err != nil {
+		return fmt.Errorf("probe socket: %w", err)
+	}
+	defer c.Close()
+	_, err = c.WriteMsgFlags(nil, nil, nil, s.to, unix.MSG_DONTWAIT)
+	if errors.Is(err, rdssock.ErrCongested) {
+		return errStaleCongestion
+	}
+	return fmt.Errorf("yet a probe send from a new socket returned %v", err)
+}
+
+// judgeSender reports a sender's error. A stop for stale congestion
+// (errStaleCongestion) is checked against recv, the destination's socket
+// (nil if closed): if its namespace still has messages queued for it, the
+// receiver fell behind and the test fails. Otherwise it is logged as
+// KNOWN KERNEL BUG, with a stale-congestion row for rdstest's reliability
+// table, and fails only under RDSTEST_RELIABILITY_STRICT=1.
+func judgeSender(t testing.TB, s *sender, recv *rdssock.Conn) {
+	t.Helper()
+	if s.err == nil {
+		return
+	}
+	if !errors.Is(s.err, errStaleCongestion) || recv == nil {
+		t.Error(s.err)
+		return
+	}
+	msgs, err := recv.Messages(rdssock.Info6RecvMessages)
+	if err != nil {
+		t.Errorf("%v; queued receive messages: %v", s.err, err)
+		return
+	}
+	queued := 0
+	for _, m := range msgs {
+		if m.Local == recv.LocalAddrPort() || m.Local.Addr().Unmap() == recv.LocalAddrPort().Addr() && m.Local.Port() == recv.LocalAddrPort().Port() {
+			queued++
+		}
+	}
+	if queued > 0 {
+		t.Errorf("%v; but the receiver has %d messages queued: it fell behind", s.err, queued)
+		return
+	}
+	msg := fmt.Sprintf("KNOWN KERNEL BUG: %v, although the receiver drained it", s.err)
+	if os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" {
+		t.Error(msg)
+	} else {
+		t.Log(msg)
+	}
+	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s)",
+		vmtest.KernelRelease(), s.to, t.Name())
 }
 
 // ---- results ----
@@ -418,7 +496,7 @@ func (f *flow) receiver(s side, addr netip.Addr, cfg *rdssock.Config) *rdssock.C
 // sender adds a sender bound on s at addr that sends count messages to to.
 func (f *flow) sender(s side, addr netip.Addr, to *rdssock.Conn, count, maxSize int, cfg *rdssock.Config) *sender {
 	c := open(f.t, s, netip.AddrPortFrom(addr, port()), cfg)
-	sn := &sender{id: uint32(len(f.senders) + 1), c: c, to: to.LocalAddrPort(), count: count, maxSize: maxSize}
+	sn := &sender{id: uint32(len(f.senders) + 1), side: s, c: c, to: to.LocalAddrPort(), count: count, maxSize: maxSize}
 	f.tr.expect(sn.id, c.LocalAddrPort())
 	f.senders = append(f.senders, sn)
 	return sn
@@ -446,9 +524,13 @@ func (f *flow) run(drain time.Duration) (result, time.Duration) {
 	accepted := 0
 	for _, s := range f.senders {
 		accepted += s.accepted
-		if s.err != nil {
-			t.Errorf("%v", s.err)
+		var recv *rdssock.Conn
+		for _, c := range f.receivers {
+			if c.LocalAddrPort() == s.to {
+				recv = c
+			}
 		}
+		judgeSender(t, s, recv)
 	}
 	// Wait for the rest; once no sender has anything left on a send or
 	// retransmit queue for a whole second, nothing more can come.
@@ -533,26 +615,38 @@ func counterOrder(m map[string]uint64) []string {
 
 // ping sends RDS pings from c to the kernel at dst (port 0) until one is
 // answered, which means the RDS/TCP connection between the two addresses
-// is up in both namespaces.
+// is up in both namespaces. It gives up after 20s.
 func ping(t testing.TB, c *rdssock.Conn, dst netip.Addr) {
 	t.Helper()
+	took, err := pingWithin(c, dst, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > 2*time.Second {
+		t.Logf("RDS ping %v -> %v answered after %v", c.LocalAddrPort(), dst, took.Round(time.Millisecond))
+	}
+}
+
+// pingWithin is ping that returns an error, and how long the answer took.
+func pingWithin(c *rdssock.Conn, dst netip.Addr, limit time.Duration) (time.Duration, error) {
 	buf := make([]byte, 64)
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	start := time.Now()
+	defer c.SetReadDeadline(time.Time{})
+	for time.Since(start) < limit {
 		if _, err := c.WriteMsg(nil, nil, netip.AddrPortFrom(dst, 0)); err != nil {
-			t.Fatalf("ping %v from %v: %v", dst, c.LocalAddrPort(), err)
+			return time.Since(start), fmt.Errorf("ping %v from %v: %w", dst, c.LocalAddrPort(), err)
 		}
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		n, _, _, from, err := c.ReadMsg(buf, nil)
 		if err == nil && n == 0 && from.Addr() == dst && from.Port() == 0 {
-			c.SetReadDeadline(time.Time{})
-			return
+			return time.Since(start), nil
 		}
 		if err != nil && !isTimeout(err) {
-			t.Fatalf("ping reply on %v: %v", c.LocalAddrPort(), err)
+			return time.Since(start), fmt.Errorf("ping reply on %v: %w", c.LocalAddrPort(), err)
 		}
 	}
-	t.Fatalf("no RDS ping reply from %v to %v within 20s; this namespace's view: %s", dst, c.LocalAddrPort(), connState(c, c.LocalAddrPort().Addr(), dst))
+	return time.Since(start), fmt.Errorf("no RDS ping reply from %v to %v within %v; this namespace's view: %s",
+		dst, c.LocalAddrPort(), limit, connState(c, c.LocalAddrPort().Addr(), dst))
 }
 
 // connState describes, for failure messages, the RDS connection between a
