@@ -227,15 +227,7 @@ func checkRecovery(t *testing.T, limit time.Duration) time.Duration {
 		slowest time.Duration
 		wg      sync.WaitGroup
 	)
-	for _, p := range []struct {
-		s        side
-		from, to netip.Addr
-	}{
-		{local, vmtest.TCPLocal4, vmtest.TCPPeer4},
-		{peer, vmtest.TCPPeer4, vmtest.TCPLocal4},
-		{local, vmtest.TCPLocal6, vmtest.TCPPeer6},
-		{peer, vmtest.TCPPeer6, vmtest.TCPLocal6},
-	} {
+	for _, p := range directions {
 		for range recoveryPorts {
 			c := open(t, p.s, netip.AddrPortFrom(p.from, port()), nil)
 			wg.Add(1)

@@ -682,19 +682,25 @@ func connState(c *rdssock.Conn, a, b netip.Addr) string {
 	return strings.Join(parts, "; ")
 }
 
+// direction is one way across the topology's RDS/TCP connections.
+type direction struct {
+	s        side // the sending namespace
+	from, to netip.Addr
+}
+
+// directions are the four: IPv4 and IPv6, each way.
+var directions = []direction{
+	{local, vmtest.TCPLocal4, vmtest.TCPPeer4},
+	{peer, vmtest.TCPPeer4, vmtest.TCPLocal4},
+	{local, vmtest.TCPLocal6, vmtest.TCPPeer6},
+	{peer, vmtest.TCPPeer6, vmtest.TCPLocal6},
+}
+
 // warmUp brings up the RDS/TCP connections of the topology, IPv4 and
 // IPv6, in both directions.
 func warmUp(t testing.TB) {
 	t.Helper()
-	for _, p := range []struct {
-		s        side
-		from, to netip.Addr
-	}{
-		{local, vmtest.TCPLocal4, vmtest.TCPPeer4},
-		{peer, vmtest.TCPPeer4, vmtest.TCPLocal4},
-		{local, vmtest.TCPLocal6, vmtest.TCPPeer6},
-		{peer, vmtest.TCPPeer6, vmtest.TCPLocal6},
-	} {
+	for _, p := range directions {
 		c := open(t, p.s, netip.AddrPortFrom(p.from, port()), nil)
 		ping(t, c, p.to)
 		waitPaths(t, c, p.from, p.to)
