@@ -214,7 +214,7 @@ func runHost(testBin string, args []string) (int, error) {
 			logf("kernel %s: %s: %v", k.Release, name, v.runErr)
 		default:
 			why := "kernel panic, crash or lost output"
-			if p := v.panicLine(v.console); p != "" {
+			if p := panicLine(v.console); p != "" {
 				why = "the guest kernel panicked: " + p
 			}
 			logf("kernel %s: %s stopped without reporting an exit status (%s)", k.Release, name, why)
@@ -250,7 +250,7 @@ func bootWithRetries(ctx context.Context, mk func() []*vm, grace time.Duration, 
 				kept = v.console
 			}
 			logf("kernel %s: the %s VM crashed while booting, before the test started (%s; console log %s); booting again, attempt %d of %d",
-				v.kernel.Release, v.role, v.panicLine(kept), kept, attempt+1, bootAttempts)
+				v.kernel.Release, v.role, panicLine(kept), kept, attempt+1, bootAttempts)
 		}
 	}
 }
@@ -323,7 +323,7 @@ func runVMs(ctx context.Context, vms []*vm, grace time.Duration) {
 // said it was ready to start the test.
 func (v *vm) bootCrashed() bool {
 	return v.exitCode < 0 && v.bootTime == 0 && v.setupErr == "" && v.runErr == nil &&
-		!v.abandoned.Load() && !v.partnerCrashed.Load() && v.panicLine(v.console) != ""
+		!v.abandoned.Load() && !v.partnerCrashed.Load() && panicLine(v.console) != ""
 }
 
 // bootCrashes returns the VMs that crashed while booting.
@@ -466,7 +466,7 @@ func (v *vm) run(ctx context.Context) {
 var panicRe = regexp.MustCompile(`Kernel panic - not syncing.*`)
 
 // panicLine returns the kernel's panic message from a console log, if any.
-func (v *vm) panicLine(console string) string {
+func panicLine(console string) string {
 	b, err := os.ReadFile(console)
 	if err != nil {
 		return ""
