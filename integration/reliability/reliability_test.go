@@ -375,8 +375,9 @@ func judgeSender(t testing.TB, s *sender, recv *rdssock.Conn) {
 		return
 	}
 	queued := 0
+	at := recv.LocalAddrPort()
 	for _, m := range msgs {
-		if m.Local == recv.LocalAddrPort() || m.Local.Addr().Unmap() == recv.LocalAddrPort().Addr() && m.Local.Port() == recv.LocalAddrPort().Port() {
+		if m.Local.Addr().Unmap() == at.Addr().Unmap() && m.Local.Port() == at.Port() {
 			queued++
 		}
 	}
