@@ -83,16 +83,18 @@ func Run(cfg *Config) (*Report, error) {
 		rep.LongWarm = longWarm
 		d.longRun(rep)
 	}
+	rep.Settle = d.settle
 	rep.Elapsed = time.Since(rep.Started)
 	return rep, nil
 }
 
 type driver struct {
-	cfg   *Config
-	impls [2]impl
-	port  uint16
-	pin   int // CPU the workers being started are bound to, or -1
-	pin2  int // CPU of the second worker of a pair, if not -1 (else pin)
+	cfg    *Config
+	impls  [2]impl
+	port   uint16
+	pin    int // CPU the workers being started are bound to, or -1
+	pin2   int // CPU of the second worker of a pair, if not -1 (else pin)
+	settle Settle
 }
 
 func (d *driver) logf(format string, a ...any) {
@@ -263,6 +265,16 @@ func endpoints(p Path, pa, pb uint16) (a, b netip.AddrPort, ns string) {
 func (d *driver) timeout() time.Duration { return d.cfg.Warm + d.cfg.Window + 90*time.Second }
 
 func (d *driver) runOnce(pr pairing, w Workload) (outcome, error) {
+	if w.Path == PathTCP {
+		waited, backlog, err := settleTCP()
+		if err != nil {
+			return outcome{}, fmt.Errorf("before the run: %w", err)
+		}
+		d.settle.add(waited, backlog)
+		if d.cfg.Verbose && backlog > 0 {
+			d.logf("    settled: RDS/TCP held %d bytes from the previous run, drained in %v", backlog, waited.Round(time.Millisecond))
+		}
+	}
 	pa, pb := d.ports()
 	a, b, ns := endpoints(w.Path, pa, pb)
 	base := Options{Size: w.Size, Batch: max(w.Batch, 1), Depth: max(w.Depth, 1), Warm: d.cfg.Warm, Dur: d.cfg.Window, Spin: w.Spin}

@@ -117,6 +117,30 @@ type Report struct {
 	RSS       []RSS
 	Diagnoses []Diagnosis
 	Failures  []string
+	Settle    Settle // waits for RDS/TCP to drain before the TCP runs
+}
+
+// Settle sums up the waits before RDS/TCP runs until the previous run's
+// data had left the TCP sockets.
+type Settle struct {
+	Runs       int           // runs that checked
+	Waited     int           // runs that found data and waited
+	MaxWait    time.Duration // longest wait
+	MaxBacklog int64         // most bytes found
+}
+
+func (s Settle) String() string {
+	return fmt.Sprintf("before each of the %d RDS/TCP runs the driver waited until the RDS/TCP sockets of both namespaces held no data; %d runs found data left by the previous run (at most %d bytes), the longest wait was %v",
+		s.Runs, s.Waited, s.MaxBacklog, s.MaxWait.Round(time.Millisecond))
+}
+
+func (s *Settle) add(waited time.Duration, backlog int64) {
+	s.Runs++
+	if backlog > 0 {
+		s.Waited++
+	}
+	s.MaxWait = max(s.MaxWait, waited)
+	s.MaxBacklog = max(s.MaxBacklog, backlog)
 }
 
 func median(xs []float64) float64 {
@@ -208,6 +232,9 @@ func (r *Report) Text() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "kernel %s, %d rounds per workload (C and Go alternating), window %v after %v warm-up\n\n", r.Kernel, r.Rounds, r.Window, r.Warm)
 	sb.WriteString(r.Table())
+	if r.Settle.Runs > 0 {
+		fmt.Fprintf(&sb, "\nRDS/TCP drain: %s\n", r.Settle)
+	}
 	if len(r.Allocs) > 0 {
 		sb.WriteString("\nGo heap allocations in the measurement windows:\n")
 		sb.WriteString(r.AllocTable())
@@ -279,6 +306,9 @@ func (r *Report) Markdown(m Meta) string {
 	w("| Go | %s, `CGO_ENABLED=0` static binary |\n", m.Go)
 	w("| C | %s, `gcc -O2 -static` (bench/cbaseline/rdsbench.c) |\n", m.CC)
 	w("| method | %d rounds per workload, C and Go alternating (C first in even rounds); each round is fresh processes; %v warm-up, then a %v window |\n", r.Rounds, r.Warm, r.Window)
+	if r.Settle.Runs > 0 {
+		w("| RDS/TCP drain | %s |\n", r.Settle)
+	}
 	w("| run time | %v |\n", r.Elapsed.Round(time.Second))
 	if m.Load != "" {
 		w("| host load average (1, 5, 15 min) | %s |\n", m.Load)
@@ -298,7 +328,7 @@ func (r *Report) Markdown(m Meta) string {
 	w("\n")
 	w("Workloads: `tput` is one-way throughput (a sender floods, the receiver's message rate counts; the receiver is bound to CPU 1 and the sender to CPU 0) over `loop` (127.0.0.1 to 127.0.0.2, the loopback transport; two addresses give each direction its own RDS connection, as two hosts have) or `tcp` (RDS/TCP from the initial namespace to a receiver in another namespace over a veth pair). ")
 	w("`batch%d` rows receive with recvmmsg (%d messages per call) on both sides and send with WriteBatch on the Go side; the C sender stays a sendmsg loop, since RDS rejects sendmmsg (its MSG_BATCH flag gives EOPNOTSUPP), and WriteBatch itself issues one sendmsg per message. ", BatchSize, BatchSize)
-	w("`rr` is request/response with 64-byte messages (an echo server in the other namespace for `tcp`); both processes are bound to CPU 0, since a wake-up across the emulated CPUs waits for the host to run the other vCPU thread, which on a busy host made whole rounds take milliseconds per round trip. `rr ... spin` rows busy-poll each receive for up to %s (loop) or %s (tcp) before waiting, on both sides: Go with `Config.BusyPoll`, C with MSG_DONTWAIT retries and sched_yield before a blocking recvmsg; plain `rr` rows wait at once (Go in the runtime poller, C blocked in recvmsg). ", BusySpinLoop, BusySpinTCP)
+	w("`rr` is request/response with 64-byte messages (an echo server in the other namespace for `tcp`); both processes are bound to CPU 0, since a wake-up across the emulated CPUs waits for the host to run the other vCPU thread, which on a busy host made whole rounds take milliseconds per round trip. `rr ... spin` rows busy-poll each receive for up to %s (loop) or %s (tcp) before waiting, on both sides: Go with `Config.BusyPoll`, C with MSG_DONTWAIT retries and sched_yield before a blocking recvmsg; plain `rr` rows wait at once (Go in the runtime poller, C blocked in recvmsg). `switches/RT` is the whole VM's context switches (the `ctxt` line of /proc/stat) over the window divided by the round trips: where Go and C need the same number, a latency gap is CPU time spent between the switches, not extra sleeps. ", BusySpinLoop, BusySpinTCP)
 	w("`rdma write` issues RDMA WRITEs of %s with RDS_RDMA_NOTIFY_ME over Soft-RoCE into a region the target registered once with RDS_CMSG_RDMA_MAP, one at a time (qd1) or 16 outstanding (qd16); a completion is the RDS_CMSG_RDMA_STATUS notice.\n\n", sizeName(RDMASize))
 	w("The C programs use blocking sockets (a congested destination makes sendmsg sleep in the kernel); the Go workers use rdssock's non-blocking sockets in the runtime poller with `Config.WaitCongested`, so a send to a congested port waits in the poller until the kernel's congestion update (RDS_CONG_MONITOR) wakes it.\n\n")
 

@@ -155,6 +155,26 @@ func threads() int {
 // mallocs returns the number of heap objects allocated so far. With
 // allocation sites on, its first call in a window snapshots the memory
 // profile and its second prints the sites of the allocations in between.
+// ctxtSwitches returns the context switches of the whole system so far
+// (the "ctxt" line of /proc/stat), or -1. It allocates: read it outside
+// the window's allocation count.
+func ctxtSwitches() int64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return -1
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nctxt "))
+	if !ok {
+		return -1
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	n, err := strconv.ParseInt(string(line), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 func mallocs() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -264,6 +284,7 @@ func goRecv(o *Options, out io.Writer) error {
 	var rssStart, rssMax, anonStart int64 = -1, -1, -1
 	var rss10, anon10 int64 = -1, -1 // ten seconds into the window
 	threads0 := -1
+	var ctxt0 int64 = -1
 	for {
 		got := 1
 		if o.Batch == 1 {
@@ -314,6 +335,7 @@ func goRecv(o *Options, out io.Writer) error {
 			}
 			start, end = t, t.Add(o.Dur)
 			threads0 = threads()
+			ctxt0 = ctxtSwitches()
 			// ReadMemStats (in mallocs) touches a few hundred KiB the
 			// first time: take the RSS after it.
 			allocs0 = mallocs()
@@ -338,11 +360,12 @@ func goRecv(o *Options, out io.Writer) error {
 		}
 	}
 	allocs := mallocs() - allocs0
+	ctxt := ctxtSwitches() - ctxt0
 	rssEnd, anonEnd := st.kib(), st.anon()
 	threads1 := threads()
 	secs := last.Sub(start).Seconds()
-	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d anon_start_kib=%d anon_end_kib=%d rss_10s_kib=%d anon_10s_kib=%d threads_start=%d threads_end=%d allocs=%d\n",
-		msgs, nbytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), anonStart, anonEnd, rss10, anon10, threads0, threads1, allocs)
+	fmt.Fprintf(out, "RESULT msgs=%d bytes=%d secs=%.6f rate=%.1f cmsgs=%d rss_start_kib=%d rss_end_kib=%d rss_max_kib=%d anon_start_kib=%d anon_end_kib=%d rss_10s_kib=%d anon_10s_kib=%d threads_start=%d threads_end=%d allocs=%d ctxt=%d\n",
+		msgs, nbytes, secs, float64(msgs)/secs, stamps, rssStart, rssEnd, max(rssMax, rssEnd), anonStart, anonEnd, rss10, anon10, threads0, threads1, allocs, ctxt)
 	return nil
 }
 
@@ -496,6 +519,7 @@ func goPing(o *Options, out io.Writer) error {
 	first := time.Now()
 	var start, end time.Time
 	var allocs0 uint64
+	var ctxt0 int64 = -1
 	for {
 		t0 := time.Now()
 		for raw != nil {
@@ -542,6 +566,7 @@ func goPing(o *Options, out io.Writer) error {
 		if start.IsZero() {
 			if t1.Sub(first) >= o.Warm {
 				start, end = t1, t1.Add(o.Dur)
+				ctxt0 = ctxtSwitches()
 				allocs0 = mallocs()
 			}
 			continue
@@ -554,10 +579,11 @@ func goPing(o *Options, out io.Writer) error {
 		}
 	}
 	allocs := mallocs() - allocs0
+	ctxt := ctxtSwitches() - ctxt0
 	slices.Sort(rtt)
 	secs := end.Sub(start).Seconds()
-	fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f p50_ns=%d p99_ns=%d allocs=%d\n",
-		len(rtt), secs, float64(len(rtt))/secs, Percentile(rtt, 0.50), Percentile(rtt, 0.99), allocs)
+	fmt.Fprintf(out, "RESULT msgs=%d secs=%.6f rate=%.1f p50_ns=%d p99_ns=%d allocs=%d ctxt=%d ctxt_per_msg=%.3f\n",
+		len(rtt), secs, float64(len(rtt))/secs, Percentile(rtt, 0.50), Percentile(rtt, 0.99), allocs, ctxt, float64(ctxt)/float64(max(len(rtt), 1)))
 	return nil
 }
 

@@ -149,6 +149,9 @@ func (w Workload) Metrics() []Metric {
 		return []Metric{
 			{Key: "p50_ns", Label: "p50 us", Scale: 1e-3, Goal: GoalLatencyP50},
 			{Key: "p99_ns", Label: "p99 us", Scale: 1e-3},
+			// Context switches of the whole VM per round trip: equal
+			// counts mean a latency gap is CPU time, not extra sleeps.
+			{Key: "ctxt_per_msg", Label: "switches/RT", Scale: 1},
 		}
 	case RDMA:
 		return []Metric{{Key: "rate", Label: "ops/s", Scale: 1, Goal: GoalRDMA}}

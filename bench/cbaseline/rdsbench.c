@@ -208,6 +208,24 @@ static long anon_kib(int fd)
 	return smaps_kib(fd, "\nAnonymous:");
 }
 
+/* ctxt_switches returns the context switches of the whole system so far,
+ * the "ctxt" line of /proc/stat, or -1. Read at the edges of a measurement
+ * window, it tells how many switches the workload cost per message. */
+static long long ctxt_switches(void)
+{
+	static char buf[65536];
+	int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *p = strstr(buf, "\nctxt ");
+	return p ? strtoll(p + 6, NULL, 10) : -1;
+}
+
 static void *xmalloc(size_t n)
 {
 	void *p = calloc(1, n ? n : 1);
@@ -233,6 +251,7 @@ static int role_recv(const struct opts *o)
 	double first = 0, start = 0, end = 0, last = 0, next_rss = 0;
 	uint64_t msgs = 0, bytes = 0, stamps = 0;
 	long rss_start = -1, rss_end = -1, rss_max = -1, anon_start = -1, anon_end;
+	long long ctxt_start = -1;
 	long rss_10s = -1, anon_10s = -1; /* ten seconds into the window */
 	for (;;) {
 		int got;
@@ -285,6 +304,7 @@ static int role_recv(const struct opts *o)
 				continue;
 			start = t;
 			end = start + o->dur;
+			ctxt_start = ctxt_switches();
 			rss_start = rss_max = rss_kib(smaps);
 			anon_start = anon_kib(smaps);
 			next_rss = start + 1;
@@ -321,15 +341,16 @@ static int role_recv(const struct opts *o)
 		if (t >= end)
 			break;
 	}
+	long long ctxt = ctxt_switches() - ctxt_start;
 	rss_end = rss_kib(smaps);
 	anon_end = anon_kib(smaps);
 	if (rss_end > rss_max)
 		rss_max = rss_end;
 	double secs = last - start;
-	printf("RESULT msgs=%llu bytes=%llu secs=%.6f rate=%.1f cmsgs=%llu rss_start_kib=%ld rss_end_kib=%ld rss_max_kib=%ld anon_start_kib=%ld anon_end_kib=%ld rss_10s_kib=%ld anon_10s_kib=%ld\n",
+	printf("RESULT msgs=%llu bytes=%llu secs=%.6f rate=%.1f cmsgs=%llu rss_start_kib=%ld rss_end_kib=%ld rss_max_kib=%ld anon_start_kib=%ld anon_end_kib=%ld rss_10s_kib=%ld anon_10s_kib=%ld ctxt=%lld\n",
 	       (unsigned long long)msgs, (unsigned long long)bytes, secs,
 	       secs > 0 ? (double)msgs / secs : 0, (unsigned long long)stamps,
-	       rss_start, rss_end, rss_max, anon_start, anon_end, rss_10s, anon_10s);
+	       rss_start, rss_end, rss_max, anon_start, anon_end, rss_10s, anon_10s, ctxt);
 	fflush(stdout);
 	return 0;
 }
@@ -455,6 +476,7 @@ static int role_ping(const struct opts *o)
 		.msg_iovlen = 1,
 	}, rm;
 	double first = now(), start = 0, end = 0;
+	long long ctxt_start = -1;
 	for (;;) {
 		int64_t t0 = now_ns();
 		while (sendmsg(fd, &sm, 0) < 0) {
@@ -486,6 +508,7 @@ static int role_ping(const struct opts *o)
 			if (t - first >= o->warm) {
 				start = t;
 				end = start + o->dur;
+				ctxt_start = ctxt_switches();
 			}
 			continue;
 		}
@@ -494,10 +517,11 @@ static int role_ping(const struct opts *o)
 		if (t >= end)
 			break;
 	}
+	long long ctxt = ctxt_switches() - ctxt_start;
 	qsort(rtt, nrtt, sizeof(rtt[0]), cmp_i64);
-	printf("RESULT msgs=%zu secs=%.6f rate=%.1f p50_ns=%lld p99_ns=%lld\n", nrtt, end - start,
+	printf("RESULT msgs=%zu secs=%.6f rate=%.1f p50_ns=%lld p99_ns=%lld ctxt=%lld ctxt_per_msg=%.3f\n", nrtt, end - start,
 	       (double)nrtt / (end - start), (long long)percentile(rtt, nrtt, 0.50),
-	       (long long)percentile(rtt, nrtt, 0.99));
+	       (long long)percentile(rtt, nrtt, 0.99), ctxt, (double)ctxt / (double)(nrtt ? nrtt : 1));
 	fflush(stdout);
 	return 0;
 }
