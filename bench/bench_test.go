@@ -158,9 +158,26 @@ func TestDefaultWorkloads(t *testing.T) {
 	}
 }
 
+func TestRowNoisy(t *testing.T) {
+	for _, tc := range []struct {
+		c, g []float64
+		want bool
+	}{
+		{[]float64{100, 110, 105}, []float64{90, 95, 100}, false},
+		{[]float64{100, 140, 105}, []float64{90, 95, 100}, true}, // C spreads 38%
+		{[]float64{100, 110, 105}, []float64{60, 95, 100}, true}, // Go spreads 42%
+		{[]float64{100}, []float64{10}, false},                   // one value has no spread
+	} {
+		row := Row{C: tc.c, Go: tc.g}
+		if got := row.noisy(0.3); got != tc.want {
+			t.Errorf("noisy(C %v, Go %v) = %v, want %v", tc.c, tc.g, got, tc.want)
+		}
+	}
+}
+
 func TestReportRendering(t *testing.T) {
 	rep := &Report{
-		Kernel: "6.1.0-test", Rounds: 2, Warm: time.Second, Window: 2 * time.Second,
+		Kernel: "6.1.0-test", Rounds: 2, Warm: time.Second, Window: 2 * time.Second, ExtraRounds: 4, NoisySpread: 0.3,
 		Rows: []Row{
 			{Workload: "tput loop 64B", Metric: "msg/s", Goal: GoalThroughput, C: []float64{100, 110}, Go: []float64{90, 100}},
 			{Workload: "tput loop 64B batch32", Metric: "msg/s", Goal: GoalBatchThroughput, C: []float64{150}, Go: []float64{160}},
@@ -177,7 +194,7 @@ func TestReportRendering(t *testing.T) {
 		}
 	}
 	md := rep.Markdown(Meta{Command: "go run ./integration/cmd/rdsbench", Machine: "test CPU", Load: "1 2 3 before"})
-	for _, want := range []string{"Do not edit", "go run ./integration/cmd/rdsbench", "| tput loop 64B | msg/s | 105 | 95.0 | 0.905 |", "| tput loop 64B | 1.429 | 1.524 | 1.684 |", "1 2 3 before", "6.1.0-test"} {
+	for _, want := range []string{"Do not edit", "go run ./integration/cmd/rdsbench", "| tput loop 64B | msg/s | 2 | 105 | 95.0 | 0.905 |", "| tput loop 64B batch32 | msg/s | 1 | 150 |", "| tput loop 64B | 1.429 | 1.524 | 1.684 |", "1 2 3 before", "6.1.0-test", "4 more where the spread of either side exceeded 30%"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
 		}

@@ -16,9 +16,15 @@ type Config struct {
 	GoArgs   []string
 
 	Workloads []Workload
-	Rounds    int           // rounds per workload, C and Go alternating (default 5)
-	Warm      time.Duration // warm-up before each window (default 0.5s)
-	Window    time.Duration // measurement window (default 2s)
+	Rounds    int // rounds per workload, C and Go alternating (default 5)
+	// ExtraRounds more rounds run for a workload whose first metric
+	// spread more than NoisySpread on either side over the first Rounds
+	// (defaults 4 and 0.3; a negative ExtraRounds turns this off). The
+	// choice depends only on the spread, never on the ratio.
+	ExtraRounds int
+	NoisySpread float64
+	Warm        time.Duration // warm-up before each window (default 0.5s)
+	Window      time.Duration // measurement window (default 2s)
 	// Diagnose lists workloads to run again with mixed pairings (C on one
 	// side, Go on the other) and with the raw=1 Go variant.
 	Diagnose   []Workload

@@ -64,6 +64,12 @@ func Run(cfg *Config) (*Report, error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
+	if c.ExtraRounds == 0 {
+		c.ExtraRounds = 4
+	}
+	if c.NoisySpread <= 0 {
+		c.NoisySpread = 0.3
+	}
 	if c.DiagRounds <= 0 {
 		c.DiagRounds = 3
 	}
@@ -73,6 +79,9 @@ func Run(cfg *Config) (*Report, error) {
 		d.impls[1].extra = []string{"allocsites=1"}
 	}
 	rep := &Report{Kernel: vmtest.KernelRelease(), Started: time.Now(), Rounds: c.Rounds, Warm: c.Warm, Window: c.Window}
+	if c.ExtraRounds > 0 {
+		rep.ExtraRounds, rep.NoisySpread = c.ExtraRounds, c.NoisySpread
+	}
 	for _, w := range c.Workloads {
 		d.runWorkload(rep, w)
 	}
@@ -133,7 +142,8 @@ func (d *driver) runWorkload(rep *Report, w Workload) {
 		allocMain.Side, allocMain.What = "initiator", "Do+ReadMsg+Tracker.Process"
 	}
 	var errs []string
-	for r := 0; r < d.cfg.Rounds; r++ {
+	rounds := d.cfg.Rounds
+	for r := 0; r < rounds; r++ {
 		order := []int{0, 1}
 		if r%2 == 1 {
 			order = []int{1, 0}
@@ -169,7 +179,11 @@ func (d *driver) runWorkload(rep *Report, w Workload) {
 				}
 			}
 		}
-		d.logf("%-28s round %d/%d: %s", w.Name, r+1, d.cfg.Rounds, strings.Join(line, ", "))
+		d.logf("%-28s round %d/%d: %s", w.Name, r+1, rounds, strings.Join(line, ", "))
+		if r == d.cfg.Rounds-1 && d.cfg.ExtraRounds > 0 && rows[0].noisy(d.cfg.NoisySpread) {
+			rounds += d.cfg.ExtraRounds
+			d.logf("%-28s spread above %.0f%%: %d more rounds", w.Name, 100*d.cfg.NoisySpread, d.cfg.ExtraRounds)
+		}
 	}
 	if len(errs) > 0 {
 		for i := range rows {

@@ -105,19 +105,23 @@ type Diagnosis struct {
 
 // Report is the result of a benchmark run.
 type Report struct {
-	Kernel    string
-	Started   time.Time
-	Elapsed   time.Duration
-	Rounds    int
-	Warm      time.Duration
-	Window    time.Duration
-	LongWarm  time.Duration // traffic before the long run's window
-	Rows      []Row
-	Allocs    []Alloc
-	RSS       []RSS
-	Diagnoses []Diagnosis
-	Failures  []string
-	Settle    Settle // waits for RDS/TCP to drain before the TCP runs
+	Kernel  string
+	Started time.Time
+	Elapsed time.Duration
+	Rounds  int
+	// ExtraRounds were added to a workload whose spread exceeded
+	// NoisySpread (0: never).
+	ExtraRounds int
+	NoisySpread float64
+	Warm        time.Duration
+	Window      time.Duration
+	LongWarm    time.Duration // traffic before the long run's window
+	Rows        []Row
+	Allocs      []Alloc
+	RSS         []RSS
+	Diagnoses   []Diagnosis
+	Failures    []string
+	Settle      Settle // waits for RDS/TCP to drain before the TCP runs
 }
 
 // Settle sums up the waits before RDS/TCP runs until the previous run's
@@ -160,6 +164,20 @@ func fmtNum(x float64) string {
 		return fmt.Sprintf("%.1f", x)
 	}
 	return fmt.Sprintf("%.2f", x)
+}
+
+// roundsText says how many rounds each workload ran.
+func (r *Report) roundsText() string {
+	t := fmt.Sprintf("%d rounds per workload, C and Go alternating (C first in even rounds)", r.Rounds)
+	if r.ExtraRounds > 0 {
+		t += fmt.Sprintf(", %d more where the spread of either side exceeded %.0f%% after them (the table's rounds column)", r.ExtraRounds, 100*r.NoisySpread)
+	}
+	return t
+}
+
+// noisy reports whether either side's values spread more than limit.
+func (row *Row) noisy(limit float64) bool {
+	return (len(row.C) > 1 && Spread(row.C) > limit) || (len(row.Go) > 1 && Spread(row.Go) > limit)
 }
 
 func fmtSpread(xs []float64) string {
@@ -230,7 +248,7 @@ func metWord(ok bool) string {
 // Text returns every table of the report as plain text.
 func (r *Report) Text() string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "kernel %s, %d rounds per workload (C and Go alternating), window %v after %v warm-up\n\n", r.Kernel, r.Rounds, r.Window, r.Warm)
+	fmt.Fprintf(&sb, "kernel %s, %s, window %v after %v warm-up\n\n", r.Kernel, r.roundsText(), r.Window, r.Warm)
 	sb.WriteString(r.Table())
 	if r.Settle.Runs > 0 {
 		fmt.Fprintf(&sb, "\nRDS/TCP drain: %s\n", r.Settle)
@@ -305,7 +323,7 @@ func (r *Report) Markdown(m Meta) string {
 	w("| VM | %s, TCG (no KVM), 2 vCPUs, 512 MiB |\n", m.QEMU)
 	w("| Go | %s, `CGO_ENABLED=0` static binary |\n", m.Go)
 	w("| C | %s, `gcc -O2 -static` (bench/cbaseline/rdsbench.c) |\n", m.CC)
-	w("| method | %d rounds per workload, C and Go alternating (C first in even rounds); each round is fresh processes; %v warm-up, then a %v window |\n", r.Rounds, r.Warm, r.Window)
+	w("| method | %s; each round is fresh processes; %v warm-up, then a %v window |\n", r.roundsText(), r.Warm, r.Window)
 	if r.Settle.Runs > 0 {
 		w("| RDS/TCP drain | %s |\n", r.Settle)
 	}
@@ -318,10 +336,10 @@ func (r *Report) Markdown(m Meta) string {
 	w("Spread is (max-min)/median over the rounds. Go/C is the ratio of the medians: above 1 means Go is faster for rates, slower for latencies.\n\n")
 
 	w("## Throughput, latency and RDMA\n\n")
-	w("| workload | unit | C median | Go median | Go/C | spread C | spread Go | target | result |\n")
-	w("|---|---|--:|--:|--:|--:|--:|---|---|\n")
+	w("| workload | unit | rounds | C median | Go median | Go/C | spread C | spread Go | target | result |\n")
+	w("|---|---|--:|--:|--:|--:|--:|--:|---|---|\n")
 	for _, row := range r.Rows {
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric,
+		w("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric, max(len(row.C), len(row.Go)),
 			fmtNum(median(row.C)), fmtNum(median(row.Go)), fmtRatio(row.Ratio()),
 			fmtSpread(row.C), fmtSpread(row.Go), mdGoal(row.Goal), row.Verdict())
 	}

@@ -17,6 +17,8 @@
 //
 //	-kernel 6.1     guest kernel: 6.1, 6.12 or a linux-image-* package
 //	-rounds 5       rounds per workload
+//	-extra 4        more rounds for a workload whose spread (either side)
+//	                exceeds 30% after them (0: never)
 //	-warm 0.5s      warm-up before each measurement window
 //	-window 2s      measurement window
 //	-long 60s       the long receiver run for resident memory (0: skip)
@@ -82,6 +84,7 @@ func fatalf(format string, a ...any) {
 // runFlags are the flags the host passes on to the guest.
 type runFlags struct {
 	rounds       int
+	extra        int
 	warm, window time.Duration
 	long         time.Duration
 	run          string
@@ -92,6 +95,7 @@ type runFlags struct {
 
 func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.rounds, "rounds", 5, "rounds per workload (C and Go alternating)")
+	fs.IntVar(&f.extra, "extra", 4, "more rounds for a workload whose spread on either side exceeds 30% after -rounds (0: never)")
 	fs.DurationVar(&f.warm, "warm", 500*time.Millisecond, "warm-up before each measurement window")
 	fs.DurationVar(&f.window, "window", 2*time.Second, "measurement window")
 	fs.DurationVar(&f.long, "long", 60*time.Second, "window of the long receiver run for resident memory (0: skip)")
@@ -103,7 +107,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 
 func (f *runFlags) args() []string {
 	return []string{
-		"-rounds", fmt.Sprint(f.rounds), "-warm", f.warm.String(), "-window", f.window.String(),
+		"-rounds", fmt.Sprint(f.rounds), "-extra", fmt.Sprint(f.extra), "-warm", f.warm.String(), "-window", f.window.String(),
 		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites),
 	}
 }
@@ -133,7 +137,7 @@ func guest(args []string) int {
 	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: cbin, GoBinary: self, GoArgs: []string{"worker"},
-		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, Warm: f.warm, Window: f.window, LongRun: f.long,
+		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
 	if err != nil {
@@ -151,6 +155,15 @@ func guest(args []string) int {
 	fmt.Println(string(js))
 	fmt.Println(jsonEnd)
 	return 0
+}
+
+// extraRounds maps the -extra flag to Config.ExtraRounds, where 0 means
+// the default.
+func extraRounds(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 // defaultDiag names the workloads diagnosed by default.
