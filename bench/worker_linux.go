@@ -152,9 +152,6 @@ func threads() int {
 	return n
 }
 
-// mallocs returns the number of heap objects allocated so far. With
-// allocation sites on, its first call in a window snapshots the memory
-// profile and its second prints the sites of the allocations in between.
 // ctxtSwitches returns the context switches of the whole system so far
 // (the "ctxt" line of /proc/stat), or -1. It allocates: read it outside
 // the window's allocation count.
@@ -175,6 +172,9 @@ func ctxtSwitches() int64 {
 	return n
 }
 
+// mallocs returns the number of heap objects allocated so far. With
+// allocation sites on, its first call in a window snapshots the memory
+// profile and its second prints the sites of the allocations in between.
 func mallocs() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
