@@ -120,21 +120,20 @@ func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 // Close closes the socket and resolves every operation still pending in
 // the tracker with status barrier.Canceled, which is what the kernel does
 // to them: closing an RDS socket drops its queued messages, cancels their
-// RDMA operations and discards the completion notices it had not yet
-// delivered, so no status would ever arrive for them. Close does not wait
-// for the network; it returns once the socket is closed. The tracker is
-// closed too when New created it. A tracker shared by several Conns loses
-// the pending operations of all of them, so give each Conn its own.
+// RDMA operations, waits for the adapter to finish those it had started,
+// and discards the completion notices it had not yet delivered, so no
+// status would ever arrive for them. It also releases the quarantined
+// operations (timed out, memory held back): see the package documentation.
+// Close does not wait for the network; it returns once the socket is
+// closed. The tracker is closed too when New created it. A tracker shared
+// by several Conns loses the pending operations of all of them, so give
+// each Conn its own.
 //
-// Memory: the kernel drops the socket's registrations and keeps the pages
-// of every registration and of every transfer it had already started
-// pinned until the adapter is done with them. The regions of the canceled
-// operations are released (Region.Users drops), so they may be unmapped:
-// a transfer the adapter still completes then writes into pages that are
-// no longer mapped in the process. Do not reuse that memory in place for
-// other data. Registrations (MR) keep counting as users of their region
-// until MR.Free, which after Close only releases that count (the kernel
-// already dropped the key); Region.Close refuses until then.
+// Memory: the kernel drops the socket's registrations. The regions and
+// pool buffers of the released operations are free again (Region.Users
+// drops). Registrations (MR) keep counting as users of their region until
+// MR.Free, which after Close only releases that count (the kernel already
+// dropped the key); Region.Close refuses until then.
 func (c *Conn) Close() error {
 	c.closing.Store(true)
 	err := c.c.Close()
@@ -143,6 +142,21 @@ func (c *Conn) Close() error {
 		c.tr.Close()
 	}
 	return err
+}
+
+// Cancel drops what the socket still has queued for dst
+// (RDS_CANCEL_SENT_TO): messages not yet sent and RDMA operations the
+// peer has not yet acknowledged. The kernel reports each dropped operation
+// with status barrier.Canceled, also one already running on the adapter,
+// whose memory it waits for before the call returns; the call runs inside
+// Tracker().Cancel, so no operation is released before it returns.
+// Operations to dst that had timed out are released when their late
+// Canceled status arrives, so the receive loop must go on feeding the
+// tracker. This is how to get back the memory of operations to a peer
+// that stopped answering without closing the socket. The socket must be
+// bound.
+func (c *Conn) Cancel(dst netip.AddrPort) error {
+	return c.tr.Cancel(func() error { return c.c.CancelSentTo(dst) })
 }
 
 // Socket returns the underlying socket.
@@ -178,21 +192,27 @@ func (c *Conn) putScratch(s *scratch) {
 	c.scratch.Put(s)
 }
 
-// opRecord holds the regions an operation uses until its completion.
+// opRecord holds the regions (and pool buffers) an operation uses until
+// its tracker releases it.
 type opRecord struct {
 	regions [MaxLocal]*Region
-	n       int
+	bufs    [MaxLocal]*Buffer
+	n, nb   int
 	pool    *sync.Pool
 }
 
-// Release implements barrier.Releaser: the operation is complete, its
-// memory no longer in use by the kernel.
+// Release implements barrier.Releaser: the kernel is done with the
+// operation's memory. It runs under the tracker's lock.
 func (r *opRecord) Release(barrier.Completion) {
 	for i := 0; i < r.n; i++ {
 		r.regions[i].release()
 		r.regions[i] = nil
 	}
-	r.n = 0
+	for i := 0; i < r.nb; i++ {
+		r.bufs[i].unhold()
+		r.bufs[i] = nil
+	}
+	r.n, r.nb = 0, 0
 	r.pool.Put(r)
 }
 
@@ -202,6 +222,13 @@ func (c *Conn) newRecord(spans ...Span) *opRecord {
 		s.r.acquire()
 		r.regions[r.n] = s.r
 		r.n++
+		if p := s.r.pool; p != nil {
+			if b := p.bufferAt(s.off); b != nil {
+				b.hold()
+				r.bufs[r.nb] = b
+				r.nb++
+			}
+		}
 	}
 	return r
 }
@@ -209,7 +236,9 @@ func (c *Conn) newRecord(spans ...Span) *opRecord {
 // Do queues op for the peer at to and returns its token. It returns once
 // the kernel accepted the operation; completion comes later through the
 // tracker (Tracker().Wait, WaitAll, Completions). The local memory stays
-// in use, and its region cannot be closed, until then.
+// in use, its region cannot be closed and a pool buffer in it is not lent
+// again, until the tracker releases the operation: with its completion,
+// or for one that timed out only later (see the package documentation).
 //
 // If sendmsg fails the operation is completed at once with status
 // barrier.NotSent and the error is returned with its token.

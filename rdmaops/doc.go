@@ -54,6 +54,26 @@
 // application's receive loop must hand every received control buffer to
 // the tracker (Conn.HandleControl or Tracker().Process).
 //
+// # Memory lifetime
+//
+// The rule: memory that the kernel may still read or write is quarantined
+// until the kernel says it is done, and nothing in this package hands it
+// out before. That covers the local memory of an operation that is pending
+// or timed out, and memory behind a key that is not yet revoked.
+//
+// For operations (Do, Read, Write, DoAtomic) the tracker of package barrier
+// separates reporting from releasing. A timed-out operation is reported at
+// its deadline (Wait and Status return barrier.TimedOut, a TimedOut
+// completion is delivered), since that is how the caller learns that the
+// remote end never answered; but the kernel may still perform the
+// transfer, so the operation is released (its regions' Users drop, a pool
+// buffer it used may be lent again, the tracker's high-water mark passes
+// it) only when the memory is really free: its late kernel status arrives,
+// the socket is closed (Close), or its destination is canceled (Cancel,
+// whose late Canceled statuses release it). barrier.Config.OnRelease
+// reports each release. Registrations (MR) count as users of their region
+// until freed; a Pool quarantines revoked buffers until Confirm.
+//
 // # Pools
 //
 // A Pool registers a fixed set of buffers once. A buffer cycles Available
@@ -77,7 +97,8 @@
 // Available again); a region is never unmapped while a registration or an
 // operation counts as its user (Region.Close fails with ErrBusy), and its
 // pages are its own, so a late transfer can only reach the memory that
-// was registered. Conn.Close resolves the operations still in flight.
+// was registered. Conn.Close resolves the operations still in flight and
+// releases the timed-out ones; Conn.Cancel does so for one destination.
 //
 // BUG(rds): Freeing a registration does not revoke it at once. Measured
 // on Linux 6.1 over Soft-RoCE (package integration/rdmafaults): a peer's

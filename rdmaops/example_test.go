@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"net/netip"
+	"time"
 
 	"github.com/go-rds/rds/barrier"
 	"github.com/go-rds/rds/cmsg"
@@ -143,6 +144,25 @@ func ExampleBuffer_Revoke() {
 	if err := b.Confirm(); err != nil { // new key, Available again
 		log.Fatal(err)
 	}
+}
+
+// A peer stopped answering: its operations time out, and their memory
+// stays out of use until the kernel gives it back. Cancel drops what is
+// queued for the peer; the kernel's Canceled statuses, read by the receive
+// loop, release the timed-out operations.
+func ExampleConn_Cancel() {
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := rdmaops.New(sock, barrier.New(&barrier.Config{Timeout: time.Second}), nil)
+	defer c.Close()
+	peer := netip.MustParseAddrPort("10.0.0.1:4000")
+	// ... c.Do(ctx, peer, op) timed out: Wait returned barrier.TimedOut ...
+	if err := c.Cancel(peer); err != nil {
+		log.Print(err)
+	}
+	fmt.Println("quarantined:", c.Tracker().Stats().Quarantined)
 }
 
 // Close resolves every operation still in flight (status canceled), since

@@ -25,6 +25,7 @@ type Region struct {
 	mem    []byte
 	users  atomic.Int64
 	closed bool
+	pool   *Pool // the pool whose buffers the region holds, if any
 }
 
 // NewRegion maps a region of at least size bytes, rounded up to whole
