@@ -216,10 +216,15 @@ func (r *opRecord) Release(barrier.Completion) {
 	r.pool.Put(r)
 }
 
-func (c *Conn) newRecord(spans ...Span) *opRecord {
+// newRecord takes the spans' regions (and pool buffers) as the memory of
+// an operation. It fails with ErrBadOp if a region is closed.
+func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 	r := c.records.Get().(*opRecord)
-	for _, s := range spans {
-		s.r.acquire()
+	for i, s := range spans {
+		if !s.r.acquire() {
+			r.Release(barrier.Completion{})
+			return nil, fmt.Errorf("%w: local range %d is in a closed region", ErrBadOp, i)
+		}
 		r.regions[r.n] = s.r
 		r.n++
 		if p := s.r.pool; p != nil {
@@ -230,7 +235,7 @@ func (c *Conn) newRecord(spans ...Span) *opRecord {
 			}
 		}
 	}
-	return r
+	return r, nil
 }
 
 // Do queues op for the peer at to and returns its token. It returns once
@@ -246,8 +251,11 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 	if _, err := op.total(); err != nil {
 		return 0, err
 	}
+	rec, err := c.newRecord(op.Local...)
+	if err != nil {
+		return 0, err
+	}
 	s := c.getScratch()
-	rec := c.newRecord(op.Local...)
 	tok := c.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
 	b := cmsg.NewBuilder(s.oob[:0])
 	if err := encodeRDMA(&b, op, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok)); err != nil {
@@ -256,7 +264,7 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 		return tok, err
 	}
 	oob, _ := b.Finish()
-	_, err := c.c.WriteMsgContext(ctx, op.Payload, oob, to)
+	_, err = c.c.WriteMsgContext(ctx, op.Payload, oob, to)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
@@ -289,18 +297,25 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 	if !c.opts.AllowAtomics {
 		return 0, ErrAtomicsDisabled
 	}
+	if a.Result.r == nil {
+		return 0, fmt.Errorf("%w: an atomic's Result must be an 8-byte, 8-aligned span", ErrBadOp)
+	}
+	rec, err := c.newRecord(a.Result)
+	if err != nil {
+		return 0, err
+	}
 	s := c.getScratch()
 	b := cmsg.NewBuilder(s.oob[:0])
 	if err := encodeAtomic(&b, a, 0); err != nil {
+		rec.Release(barrier.Completion{})
 		c.putScratch(s)
 		return 0, err
 	}
-	rec := c.newRecord(a.Result)
 	tok := c.tr.Begin(barrier.Op{Deadline: a.Deadline, Keep: a.Keep, Release: rec})
 	b.Reset(s.oob[:0])
 	encodeAtomic(&b, a, uint64(tok))
 	oob, _ := b.Finish()
-	_, err := c.c.WriteMsgContext(ctx, nil, oob, to)
+	_, err = c.c.WriteMsgContext(ctx, nil, oob, to)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {

@@ -14,7 +14,11 @@ import (
 // begin tracks an operation on spans as Do does, without a socket: the
 // fake kernel is the test, which completes tokens by hand.
 func begin(c *Conn, spans ...Span) barrier.Token {
-	return c.tr.Begin(barrier.Op{Release: c.newRecord(spans...)})
+	rec, err := c.newRecord(spans...)
+	if err != nil {
+		panic(err)
+	}
+	return c.tr.Begin(barrier.Op{Release: rec})
 }
 
 // waitState waits for b to reach st (a re-registration runs in the

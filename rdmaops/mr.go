@@ -56,6 +56,9 @@ func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if !s.r.acquire() {
+		return nil, fmt.Errorf("%w: registration of a span of a closed region", ErrBadOp)
+	}
 	mode := c.RegMode()
 	if mode == RegAuto {
 		mode = c.probe(s, to)
@@ -75,6 +78,7 @@ func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.
 			break
 		}
 		if serr := sleepCtx(ctx, backoff); serr != nil {
+			s.r.release()
 			return nil, serr
 		}
 		if backoff < 16*c.opts.MapBackoff {
@@ -82,10 +86,10 @@ func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.
 		}
 	}
 	if err != nil {
+		s.r.release()
 		return nil, err
 	}
 	c.regs.Add(1)
-	s.r.acquire()
 	return &MR{c: c, cookie: cookie, span: s, flags: flags}, nil
 }
 
