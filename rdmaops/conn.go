@@ -86,11 +86,13 @@ type Conn struct {
 	opts    Options
 	closing atomic.Bool
 
-	mode    atomic.Uint32 // RegMode once resolved
-	regs    atomic.Uint64
-	deregs  atomic.Uint64
-	scratch sync.Pool
-	records sync.Pool
+	mode      atomic.Uint32 // RegMode once resolved
+	probeMu   sync.Mutex
+	probePage *Region // the page the registration probe registers
+	regs      atomic.Uint64
+	deregs    atomic.Uint64
+	scratch   sync.Pool
+	records   sync.Pool
 }
 
 // New returns a Conn issuing RDMA on c and tracking operations with tr
@@ -141,6 +143,11 @@ func (c *Conn) Close() error {
 	if c.ownsTr {
 		c.tr.Close()
 	}
+	c.probeMu.Lock()
+	if c.probePage != nil {
+		c.probePage.Close() // its key died with the socket
+	}
+	c.probeMu.Unlock()
 	return err
 }
 

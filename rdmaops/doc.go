@@ -37,7 +37,11 @@
 // EOPNOTSUPP on FRWR adapters (every current RoCE adapter and Soft-RoCE),
 // so RegAuto probes once and then uses the one that works. The first
 // RDMA_MAP on a connection that is still coming up can fail with EAGAIN;
-// Register retries it with a bounded backoff.
+// Register retries it with a bounded backoff. The probe registers a page of
+// the Conn's own, never the caller's memory, and frees it with
+// invalidation. Conn.GetMR and GetMRForDest issue RDS_GET_MR alone, with
+// no message; like every registration here they take a Span, so only
+// memory this package mapped is ever registered.
 //
 // Keys are freed with MR.Free (RDS_FREE_MR, invalidating when registered
 // with cmsg.FlagInvalidate); cmsg.FlagUseOnce makes the kernel drop a key

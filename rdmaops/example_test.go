@@ -4,6 +4,7 @@ package rdmaops_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/netip"
@@ -35,6 +36,33 @@ func ExampleConn_Register() {
 		log.Fatal(err)
 	}
 	fmt.Println("registered with", c.RegMode(), "cookie", mr.Cookie())
+}
+
+// GetMR registers memory without sending anything; the cookie goes to the
+// peer in a message of the application's own. On FRWR adapters (every
+// current RoCE adapter, Soft-RoCE) the kernel refuses: use Register.
+func ExampleConn_GetMR() {
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sock.Close()
+	c := rdmaops.New(sock, nil, nil)
+	region, err := rdmaops.NewRegion(16 << 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	peer := netip.MustParseAddrPort("10.0.0.2:4000")
+	mr, err := c.GetMRForDest(peer, region.Span(0, 16<<10), cmsg.FlagReadWrite|cmsg.FlagInvalidate)
+	if errors.Is(err, rdssock.ErrNotSupported) {
+		fmt.Println("FRWR adapter: register with c.Register instead")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Free()
+	fmt.Println("cookie", mr.Cookie())
 }
 
 // A server writes into a client's buffer with immediate data, then waits
