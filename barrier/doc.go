@@ -41,7 +41,10 @@
 //     kernel then reports the operations it gave up as Canceled, and those
 //     late statuses release them.
 //
-// Stats.Quarantined is the number of operations reported but not released.
+// Complete(tok, TimedOut) abandons a pending operation the same way. An
+// operation that completes while a Cancel runs is also reported at once and
+// released only when the Cancel returns. Stats.Quarantined is the number of
+// operations reported but not released.
 // A quarantined operation stays findable by its token however many
 // operations follow it: it leaves the ring for a side list, which holds at
 // most one entry per operation begun and not yet released.
