@@ -55,10 +55,13 @@ stress exits 1 if they differ. Latency percentiles come from a log-linear
 histogram with under 1% error. On a terminal a live line is printed every
 second. The role follows from the flags: -listen alone receives, -to alone
 sends, both run the two ends in one process (for loopback or two
-namespaces, see -listen-netns).
+namespaces, see -listen-netns). A receiver alone runs until interrupted
+(or with -once until one sender run has finished); -duration's default of
+5s is the sender's and applies to it only when given explicitly.
 
 Examples:
   rdscat stress -listen 10.0.0.2:4000                         receiver, runs until interrupted
+  rdscat stress -listen 10.0.0.2:4000 -duration 1m            receiver, stops after a minute
   rdscat stress -to 10.0.0.2:4000 -tasks 4 -depth 8 -duration 10s
   rdscat stress -to 10.0.0.2:4000 -mode oneway -size 64k -json
   rdscat stress -listen 127.0.0.1:4000 -to 127.0.0.1:4000 -duration 3s
@@ -110,7 +113,7 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.depth, "depth", 1, "requests in flight per task (rr)")
 	fs.Var(&o.size, "size", fmt.Sprintf("request or message size in `BYTES` (%d to 1m)", stressHeader))
 	fs.Var(&o.ackSize, "ack-size", "ack size in `BYTES` (rr)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long to send (sender); 0 with -count: until -count. Receiver: 0 runs until interrupted or -once")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "sender: how long to send; 0 with -count: until -count. A receiver alone (-listen without -to) ignores the default and runs until interrupted or -once; given explicitly, it stops after `DURATION`")
 	fs.IntVar(&o.count, "count", 0, "messages per task; stops the task before -duration when reached (0: no limit)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for acks and the receiver's count at the end")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "sender: RDS-ping the receiver's host first until it answers, for up to this long (0: don't)")
@@ -344,7 +347,7 @@ func (o *stressOpts) run(e *env, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			recvErr <- recv.serve(ctx, e, o.duration, snd == nil)
+			recvErr <- recv.serve(ctx, e, o.receiverDuration())
 		}()
 	}
 	stopLive := make(chan struct{})
@@ -450,13 +453,31 @@ type receiver struct {
 	doneOnce sync.Once
 }
 
-func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration, standalone bool) error {
+// receiverDuration is how long the receiver runs by itself: 0 (until
+// interrupted, or -once) unless -duration was given on the command line
+// for a receiver alone. -duration's default is the sender's, and with both
+// ends in one process the receiver stops when the sender has finished.
+func (o *stressOpts) receiverDuration() time.Duration {
+	if o.to != "" || o.fs == nil {
+		return 0
+	}
+	given := false
+	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "duration" })
+	if !given {
+		return 0
+	}
+	return o.duration
+}
+
+// serve receives until ctx is done, -once is satisfied, or duration (when
+// positive) has passed.
+func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) error {
 	r.mu.Lock()
 	if r.allDone == nil {
 		r.allDone = make(chan struct{})
 	}
 	r.mu.Unlock()
-	if standalone && duration > 0 {
+	if duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, duration)
 		defer cancel()
