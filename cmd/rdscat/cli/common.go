@@ -187,7 +187,17 @@ func explain(err error, ap netip.AddrPort) error {
 // forms.
 type sizeValue int
 
-func (v *sizeValue) String() string { return strconv.Itoa(int(*v)) }
+// String prints the size as the flag takes it, with k or m when exact.
+func (v *sizeValue) String() string {
+	n := int(*v)
+	switch {
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "m"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "k"
+	}
+	return strconv.Itoa(n)
+}
 
 func (v *sizeValue) Set(s string) error {
 	n, err := parseSize(s)

@@ -37,7 +37,7 @@ func TestSizeFlagsShareParser(t *testing.T) {
 				return
 			}
 			seen[f.Name] = true
-			for in, want := range map[string]string{"64k": "65536", "8m": "8388608"} {
+			for in, want := range map[string]string{"64k": "64k", "65536": "64k", "8m": "8m", "8388608": "8m", "1000": "1000"} {
 				if err := fs.Set(f.Name, in); err != nil {
 					t.Errorf("rdscat %s -%s %s: %v", name, f.Name, in, err)
 				} else if got := f.Value.String(); got != want {

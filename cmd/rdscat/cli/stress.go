@@ -47,7 +47,12 @@ data arrives. Latency is from issuing an operation to its completion
 notice; the summary counts completions by status. -verify fills every
 transfer with a pattern and checks the landed bytes (the receiver checks
 WRITEs, the sender READs). Keep -rdma-size modest on Soft-RoCE (transfers
-of 32 KiB and more were seen to stall rxe).
+of 32 KiB and more were seen to stall rxe). A receiver registers at most
+-rdma-max-mem bytes for all senders together, and frees the buffers of a
+sender task from which nothing arrived for -rdma-idle (a sender that
+crashed or hangs); both refusals are sent to the sender and logged on the
+receiver's standard error, where a receiver alone also logs each
+registration.
 
 At the end each sender task tells the receiver how many messages it sent
 and the receiver answers how many it counted; the summary shows both and
@@ -70,7 +75,7 @@ Examples:
   rdscat stress -listen 10.22.0.2:4000 -to 10.22.0.2:4000 -from 10.22.0.1 -rdma write -rdma-size 16k -depth 8 -verify
   rdscat stress -to 10.22.0.2:4000 -rdma read -rdma-size 4k -tasks 2 -duration 10s -json`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
-			o := &stressOpts{size: 1024, ackSize: stressHeader, rdmaSize: 4096, fs: fs}
+			o := &stressOpts{size: 1024, ackSize: stressHeader, rdmaSize: 4096, rdmaMaxMem: rdmaMemCap, fs: fs}
 			o.register(fs)
 			return o.run
 		},
@@ -99,6 +104,8 @@ type stressOpts struct {
 	rdma        string
 	rdmaSize    sizeValue
 	verify      bool
+	rdmaMaxMem  sizeValue
+	rdmaIdle    time.Duration
 	fs          *flag.FlagSet
 }
 
@@ -124,6 +131,8 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.rdma, "rdma", "", "RDMA mode instead of -mode: `write` or read with immediate data (RDS/IB only)")
 	fs.Var(&o.rdmaSize, "rdma-size", "bytes per RDMA operation in RDMA mode (`BYTES`, 1 to 1m)")
 	fs.BoolVar(&o.verify, "verify", false, "RDMA mode: fill each transfer with a pattern and check the landed bytes")
+	fs.Var(&o.rdmaMaxMem, "rdma-max-mem", "receiver, RDMA mode: most `BYTES` registered for all senders together (0: no limit); a sender task that would exceed it is refused")
+	fs.DurationVar(&o.rdmaIdle, "rdma-idle", 30*time.Second, "receiver, RDMA mode: free a sender task's buffers when no message of it arrived for `DURATION` (0: never)")
 }
 
 // The stress wire format: a fixed header at the start of every message,
@@ -324,7 +333,8 @@ func (o *stressOpts) run(e *env, args []string) error {
 				return err
 			}
 		}
-		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{}}
+		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
+			rdmaMaxMem: int64(o.rdmaMaxMem), rdmaIdle: o.rdmaIdle, log: e.stderr, standalone: o.to == ""}
 		if o.to == "" {
 			tr, _ := c.Transport()
 			if !o.json {
@@ -448,9 +458,19 @@ type receiver struct {
 	foreign  uint64
 	rdma     map[streamKey]*rdmaStream
 	rejected uint64
-	end      time.Time
-	allDone  chan struct{} // closed when the first run has finished
-	doneOnce sync.Once
+
+	// RDMA mode: registered memory and its limits (see stress_rdma.go).
+	rdmaMu     sync.Mutex // serialises the streams' pools: the serve loop and the idle sweep
+	rdmaMaxMem int64
+	rdmaIdle   time.Duration
+	regBytes   int64 // registered now, over all streams (r.mu)
+	regPeak    int64 // most registered at once (r.mu)
+	idleFreed  uint64
+	log        io.Writer // the receiver's notes: registrations, refusals and idle frees
+	standalone bool      // no sender in this process: log registrations too
+	end        time.Time
+	allDone    chan struct{} // closed when the first run has finished
+	doneOnce   sync.Once
 }
 
 // receiverDuration is how long the receiver runs by itself: 0 (until
@@ -484,7 +504,9 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) er
 	}
 	buf := make([]byte, maxMessage+1)
 	ack := make([]byte, maxMessage)
+	sweepDone := r.startIdleSweep(ctx)
 	defer func() {
+		sweepDone()
 		r.mu.Lock()
 		r.end = time.Now()
 		r.mu.Unlock()
@@ -1074,8 +1096,8 @@ func printStress(w io.Writer, rep *stressReport) {
 		fmt.Fprintf(w, "receiver %s (%s): %d messages, %d bytes in %.2f s (%.0f msg/s, %.2f MB/s), %d acks sent, %d runs, %d tasks finished, %d sequence errors, %d foreign\n",
 			r.Address, r.Transport, r.Received, r.ReceivedBytes, r.Seconds, r.MsgsPerSec, r.MBPerSec, r.Acks, r.Runs, r.TasksFinished, r.SeqErrors, r.Foreign)
 		if x := r.RDMA; x != nil {
-			fmt.Fprintf(w, "  rdma      %d tasks, %d buffers, %d registrations, %d verified, %d verify errors, %d bogus, %d rejected\n",
-				x.Tasks, x.Buffers, x.Registrations, x.Verified, x.VerifyErrors, x.Bogus, x.Rejected)
+			fmt.Fprintf(w, "  rdma      %d tasks, %d buffers, %d registrations, %d verified, %d verify errors, %d bogus, %d rejected, %d freed idle\n",
+				x.Tasks, x.Buffers, x.Registrations, x.Verified, x.VerifyErrors, x.Bogus, x.Rejected, x.IdleFreed)
 		}
 	}
 }
