@@ -224,12 +224,29 @@ func recvCounters(c *rdssock.Conn) map[string]uint64 {
 // counters show.
 func (o *sendOpts) report(e *env, c *rdssock.Conn, dst netip.AddrPort, sent int, before map[string]uint64) {
 	fmt.Fprintf(e.stderr, "rdscat: %d messages sent; the host at %v acknowledged all of them (RDS does not tell the sender whether a socket was bound at port %d)\n", sent, dst.Addr(), dst.Port())
+	// On RDS/TCP the acknowledgement is TCP's: the peer's RDS may process
+	// the messages a little later. Give a peer on this host up to a second
+	// to count all of them (a peer elsewhere never will).
 	after := recvCounters(c)
+	for wait := time.Now().Add(time.Second); before != nil && after != nil && counted(before, after) < uint64(sent) && time.Now().Before(wait); {
+		time.Sleep(20 * time.Millisecond)
+		after = recvCounters(c)
+	}
 	if before == nil || after == nil {
 		fmt.Fprintf(e.stderr, "rdscat: to see whether they were delivered, look at recv_drop_no_sock in \"rdscat info counters\" on %v\n", dst.Addr())
 		return
 	}
 	fmt.Fprintln(e.stderr, deliveryNote(dst, sent, before, after))
+}
+
+// counted is how many messages this host queued or dropped between the
+// two readings.
+func counted(before, after map[string]uint64) uint64 {
+	var n uint64
+	for _, k := range deliveryCounters {
+		n += after[k] - before[k]
+	}
+	return n
 }
 
 // deliveryNote describes the change of this host's delivery counters
