@@ -453,3 +453,67 @@ func TestRdscatStressRDMAIdleAndCap(t *testing.T) {
 	}
 	t.Logf("receiver report: %+v", r)
 }
+
+// TestRdscatStressRDMAIdleStoppedSender: an RDMA stress sender that is
+// stopped (SIGSTOP) past the receiver's -rdma-idle has its buffers freed;
+// continued, it learns why from the receiver and exits 1 with the reason.
+func TestRdscatStressRDMAIdleStoppedSender(t *testing.T) {
+	vmtest.Require(t)
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	addr := fmt.Sprintf("%v:4895", vmtest.IBAddr2)
+	var rerr lockedBuffer
+	recv := rdscatCmd(t, "stress", "-rdma", "write", "-listen", addr, "-rdma-idle", "2s", "-json", "-ready", ready)
+	recv.Stderr = &rerr
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Process.Kill()
+	waitFile(t, ready, 30*time.Second)
+	waitLog := func(sub string, d time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(d); !strings.Contains(rerr.String(), sub); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the receiver did not log %q within %v:\n%s", sub, d, rerr.String())
+			}
+		}
+	}
+	send := rdscatCmd(t, "stress", "-rdma", "write", "-rdma-size", "4k", "-to", addr, "-from", vmtest.IBAddr1.String(),
+		"-depth", "4", "-duration", "2m", "-timeout", "20s", "-q")
+	var sout lockedBuffer
+	send.Stdout, send.Stderr = &sout, &sout
+	if err := send.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer send.Process.Kill()
+	waitLog("registered 4 buffers of 4096 bytes for task 0", 60*time.Second)
+	time.Sleep(time.Second)
+	if err := send.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	waitLog("freed the RDMA buffers of task 0", 30*time.Second)
+	t.Logf("stopped sender's buffers freed %.2f s after SIGSTOP", time.Since(stopped).Seconds())
+	if err := send.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- send.Wait() }()
+	select {
+	case err := <-done:
+		if exitCode(err) != 1 {
+			t.Fatalf("the continued sender: %v, want exit 1\n%s", err, sout.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the continued sender did not stop within 90 s:\n%s", sout.String())
+	}
+	want := "the receiver refused RDMA: no message of this task for "
+	if !strings.Contains(sout.String(), want) || !strings.Contains(sout.String(), "(the receiver's -rdma-idle is 2s): its 16384 registered bytes were freed") {
+		t.Fatalf("the continued sender does not say why it stopped:\n%s", sout.String())
+	}
+	t.Logf("continued sender: %s", lineWith([]byte(sout.String()), "refused"))
+	recv.Process.Signal(os.Interrupt)
+	if err := recv.Wait(); err != nil {
+		t.Errorf("receiver after SIGINT: %v\n%s", err, rerr.String())
+	}
+}

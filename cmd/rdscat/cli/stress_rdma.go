@@ -675,6 +675,9 @@ loop:
 			break loop
 		case <-rt.fail:
 			break loop
+		case why := <-rt.reject:
+			err = fmt.Errorf("the receiver refused RDMA: %s", why)
+			break loop
 		}
 		if sendCtx.Err() != nil {
 			rt.free <- slot
@@ -715,6 +718,20 @@ loop:
 		s.bytes.Add(uint64(o.rdmaSize))
 	}
 	s.markEnd()
+	if err == nil {
+		select {
+		case <-rt.fail:
+			// Operations fail when the receiver has freed its buffers
+			// (-rdma-idle); its reason, if it sent one, is the news.
+			// Completion notices overtake data, so give it a moment.
+			select {
+			case why := <-rt.reject:
+				err = fmt.Errorf("the receiver refused RDMA: %s", why)
+			case <-time.After(500 * time.Millisecond):
+			}
+		default:
+		}
+	}
 	if err != nil {
 		s.errs.Add(1)
 		return fmt.Errorf("task %d: %w", t.id, explain(err, s.dst))
