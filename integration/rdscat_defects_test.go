@@ -374,6 +374,10 @@ func TestRdscatStressRDMAIdleAndCap(t *testing.T) {
 	if before != "131072" {
 		t.Fatalf("registered in all after two tasks: %s bytes, want 131072\n%s", before, rerr.String())
 	}
+	mappedBefore := dontForkBytes(t, recv.Process.Pid)
+	if mappedBefore != 131072 {
+		t.Errorf("the receiver maps %d bytes of RDMA memory (MADV_DONTFORK), want 131072", mappedBefore)
+	}
 	time.Sleep(time.Second) // let it run
 
 	// Over the limit while the first sender holds its buffers.
@@ -409,6 +413,11 @@ func TestRdscatStressRDMAIdleAndCap(t *testing.T) {
 	if after != "0" {
 		t.Errorf("registered in all after the idle frees: %s bytes, want 0", after)
 	}
+	mappedAfter := dontForkBytes(t, recv.Process.Pid)
+	if mappedAfter != 0 {
+		t.Errorf("after the idle frees the receiver still maps %d bytes of RDMA memory", mappedAfter)
+	}
+	t.Logf("receiver's RDMA mappings (/proc/PID/smaps, VmFlags dc): %d bytes before the kill, %d bytes after the idle frees", mappedBefore, mappedAfter)
 	if took < idle-500*time.Millisecond || took > idle+5*time.Second {
 		t.Errorf("the crashed sender's buffers were freed %v after the kill, want about %v", took, idle)
 	}
@@ -516,4 +525,31 @@ func TestRdscatStressRDMAIdleStoppedSender(t *testing.T) {
 	if err := recv.Wait(); err != nil {
 		t.Errorf("receiver after SIGINT: %v\n%s", err, rerr.String())
 	}
+}
+
+// dontForkBytes sums the mappings of process pid marked MADV_DONTFORK
+// ("dc" in smaps' VmFlags): the RDMA regions rdmaops maps, which the Go
+// runtime never marks so.
+func dontForkBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total, size int64
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 3 && f[0] == "Size:" && f[2] == "kB":
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			size = n << 10
+		case len(f) > 0 && f[0] == "VmFlags:":
+			for _, fl := range f[1:] {
+				if fl == "dc" {
+					total += size
+				}
+			}
+		}
+	}
+	return total
 }
