@@ -56,7 +56,7 @@ static const char usage_text[] =
 "       rdsstress-c active bind=ADDR[:PORT] peer=ADDR:PORT [mode=rr|oneway] [tasks=N]\n"
 "                   [depth=N] [size=BYTES] [ack-size=BYTES] [warm=S] [dur=S] [timeout=S] [netns=PATH]\n"
 "       rdsstress-c active bind=ADDR peer=ADDR:PORT rdma=write|read [rdma-size=BYTES]\n"
-"                   [notify=N] [verify=1] [fence=1] [tasks=N] [depth=N] [warm=S] [dur=S] ...\n"
+"                   [notify=N] [verify=1] [fence=0|1] [tasks=N] [depth=N] [warm=S] [dur=S] ...\n"
 "\n"
 "A load generator of the rds-stress shape for AF_RDS. Both sides fork one\n"
 "process per task (tasks=, the same on both sides); passive task i binds\n"
@@ -79,7 +79,11 @@ static const char usage_text[] =
 "                can arrive out of order); depth= operations are kept in\n"
 "                flight; latency is issue to notice of the notified ones.\n"
 "                verify=1 checks a stamp in the first 8 bytes of every\n"
-"                transfer; fence=1 sets RDS_RDMA_FENCE.\n"
+"                transfer. fence=1 (the default for READs, as in rdscat)\n"
+"                sets RDS_RDMA_FENCE, so the payload goes out only once the\n"
+"                READ has completed: with fence=0 a READ's success notice\n"
+"                was seen (6.12, rxe) before its data had landed, the\n"
+"                peer's ack of the payload overtaking the READ response.\n"
 "\n"
 "Defaults: tasks=1 depth=1 size=1024 ack-size=32 rdma-size=4096 notify=1\n"
 "warm=0 dur=5 timeout=30. Sizes take k or m suffixes (1024, 1 MiB at most;\n"
@@ -100,8 +104,10 @@ static const char usage_text[] =
 "machine_cpu_ns_per_msg (busy time of all CPUs from /proc/stat, active),\n"
 "and the end-of-run accounting: sent, completed, peer_counted, counts_match;\n"
 "for RDMA notified, notices, late_notices (notices that came after one for\n"
-"a later operation), failed, accounted (every operation completed and every\n"
-"notice asked for arrived). The passive side prints READY once bound.\n"
+"a later operation), early_reads (with verify=1: unnotified READs whose data\n"
+"was not there yet at the notice that completed them), failed, accounted\n"
+"(every operation completed and every notice asked for arrived). The\n"
+"passive side prints READY once bound.\n"
 "Exit status: 0 if everything was accounted for, 1 on any error or\n"
 "mismatch, 2 on bad usage.\n";
 
@@ -272,7 +278,7 @@ static void parse_opts(int argc, char **argv)
 	O.rdma_size = 4096;
 	O.dur = 5;
 	O.timeout = 30;
-	int set_mode = 0, set_rdma = 0, set_size = 0, set_rdma_size = 0, set_notify = 0;
+	int set_mode = 0, set_rdma = 0, set_size = 0, set_rdma_size = 0, set_notify = 0, set_fence = 0;
 	for (int i = 2; i < argc; i++) {
 		char *eq = strchr(argv[i], '=');
 		if (!eq)
@@ -312,6 +318,7 @@ static void parse_opts(int argc, char **argv)
 			O.verify = (int)parse_int(k, v) != 0;
 		} else if (!strcmp(k, "fence")) {
 			O.fence = (int)parse_int(k, v) != 0;
+			set_fence = 1;
 		} else if (!strcmp(k, "size")) {
 			O.size = parse_size(k, v);
 			set_size = 1;
@@ -370,7 +377,9 @@ static void parse_opts(int argc, char **argv)
 		if ((uint64_t)O.tasks * (uint64_t)O.depth * stride > RDMA_MEM_CAP)
 			usage_error("tasks x depth x rdma-size needs %llu MiB of registered memory per side; the limit is %u MiB",
 				    (unsigned long long)((uint64_t)O.tasks * (uint64_t)O.depth * stride >> 20), RDMA_MEM_CAP >> 20);
-	} else if (set_rdma_size || set_notify || O.verify || O.fence) {
+		if (!set_fence)
+			O.fence = O.mode == M_READ;
+	} else if (set_rdma_size || set_notify || O.verify || set_fence) {
 		usage_error("rdma-size=, notify=, verify= and fence= need rdma=write or rdma=read");
 	}
 }
@@ -472,7 +481,7 @@ struct task_res {
 	double cpu_user, cpu_sys;       /* getrusage over the window */
 	uint64_t seq_errors, verify_errors;
 	/* active */
-	uint64_t sent, completed, congested, notified, notices, late_notices, failed;
+	uint64_t sent, completed, congested, notified, notices, late_notices, early_reads, failed;
 	uint64_t peer_counted;
 	struct hist lat;
 	/* passive */
@@ -979,6 +988,7 @@ struct active {
 	int64_t *issued_at;      /* per slot: issue time of a notified operation in the window */
 	uint64_t *slot_token;    /* per slot: the operation using it, 0 if none yet */
 	char *slot_await;        /* per slot: its operation's notice has not arrived */
+	char *slot_notified;     /* per slot: its operation asked for a notice */
 	uint64_t through;        /* every operation with token <= through has completed */
 	uint64_t awaiting;       /* notices still due */
 	uint64_t last_notified;  /* token of the last operation issued with NOTIFY_ME */
@@ -986,6 +996,15 @@ struct active {
 };
 
 static int rdma_mode(void) { return O.mode == M_WRITE || O.mode == M_READ; }
+
+/* read_landed reports whether the local slot holds the stamp of the
+ * passive buffer a READ copies (slots are zeroed before each READ). */
+static int read_landed(const struct active *a, uint64_t slot)
+{
+	uint64_t v;
+	memcpy(&v, a->local + slot * a->stride, sizeof(v));
+	return v == (READ_PATTERN ^ slot);
+}
 
 /* active_recv reads everything queued; it returns the number of messages
  * (and notices) handled. */
@@ -1035,6 +1054,8 @@ static int active_recv(struct active *a, int setup)
 				if (a->slot_await[slot]) {
 					a->slot_await[slot] = 0;
 					a->awaiting--;
+					if (O.verify && O.mode == M_READ && !read_landed(a, slot))
+						r->verify_errors++;
 				}
 				if (a->issued_at[slot] > 0)
 					hist_record(&r->lat, (uint64_t)(t - a->issued_at[slot]));
@@ -1043,14 +1064,15 @@ static int active_recv(struct active *a, int setup)
 				 * so a notice for k completes every operation up to
 				 * k; the notices themselves were seen to arrive out of
 				 * order, so those of earlier notified operations may
-				 * still be due. */
+				 * still be due. A READ's data is checked at its own
+				 * notice; an unnotified READ's at the notice that
+				 * completes it, where missing data only counts as
+				 * early_reads (see the usage text). */
 				for (; a->through < tok; a->through++) {
-					uint64_t k = a->through + 1, s = (k - 1) % (uint64_t)O.depth, v;
-					if (O.verify && O.mode == M_READ) {
-						memcpy(&v, a->local + s * a->stride, sizeof(v));
-						if (v != (READ_PATTERN ^ s))
-							r->verify_errors++;
-					}
+					uint64_t k = a->through + 1, s = (k - 1) % (uint64_t)O.depth;
+					if (O.verify && O.mode == M_READ && k < tok && !a->slot_await[s] && !a->slot_notified[s] &&
+					    !read_landed(a, s))
+						r->early_reads++;
 					r->completed++;
 				}
 			}
@@ -1194,6 +1216,7 @@ static int active_issue(struct active *a, int64_t t, int in_window, int final)
 	a->issued_at[slot] = notify && in_window ? t : 0;
 	a->slot_token[slot] = token;
 	a->slot_await[slot] = (char)notify;
+	a->slot_notified[slot] = (char)notify;
 	r->sent++;
 	if (notify) {
 		r->notified++;
@@ -1258,7 +1281,8 @@ _Noreturn static void active_task(int task, int ready_fd, int go_fd, const int64
 		a.issued_at = calloc(O.depth, sizeof(int64_t));
 		a.slot_token = calloc(O.depth, sizeof(uint64_t));
 		a.slot_await = calloc(O.depth, 1);
-		if (!a.lvec || !a.cookies || !a.issued_at || !a.slot_token || !a.slot_await)
+		a.slot_notified = calloc(O.depth, 1);
+		if (!a.lvec || !a.cookies || !a.issued_at || !a.slot_token || !a.slot_await || !a.slot_notified)
 			fail_errno("calloc");
 		for (int s = 0; s < O.depth; s++) {
 			a.lvec[s].addr = (uint64_t)(uintptr_t)(a.local + (size_t)s * a.stride);
@@ -1490,6 +1514,7 @@ static void sum_results(struct totals *t, struct hist *lat)
 		t->s.notified += r->notified;
 		t->s.notices += r->notices;
 		t->s.late_notices += r->late_notices;
+		t->s.early_reads += r->early_reads;
 		t->s.failed += r->failed;
 		t->s.peer_counted += r->peer_counted;
 		t->s.received += r->received;
@@ -1577,7 +1602,7 @@ static int run_active(void)
 	if (O.mode == M_RR)
 		printf(", ack %zu", O.ack_size);
 	if (rdma)
-		printf(", notify every %d", O.notify);
+		printf(", notify every %d%s", O.notify, O.fence ? ", fenced" : "");
 	printf(", window %.3f s\n", secs);
 	printf("# %llu in the window (%.0f/s, %.2f MB/s), %llu in all, %llu completed, passive counted %llu (%s), %llu congested\n",
 	       (unsigned long long)t.s.win_msgs, per_sec((double)t.s.win_msgs, secs), per_sec((double)t.s.win_bytes, secs) / 1e6,
@@ -1594,7 +1619,7 @@ static int run_active(void)
 	       "lat_n=%llu lat_min_ns=%llu lat_p50_ns=%llu lat_p90_ns=%llu lat_p99_ns=%llu lat_p999_ns=%llu lat_max_ns=%llu lat_mean_ns=%.0f "
 	       "cpu_user_s=%.6f cpu_sys_s=%.6f cpu_ns_per_msg=%.1f machine_cpu_s=%.3f machine_cpu_ns_per_msg=%.1f "
 	       "sent=%llu completed=%llu peer_counted=%llu counts_match=%d congested=%llu seq_errors=%llu verify_errors=%llu "
-	       "notified=%llu notices=%llu late_notices=%llu failed=%llu accounted=%d\n",
+	       "notified=%llu notices=%llu late_notices=%llu early_reads=%llu failed=%llu accounted=%d\n",
 	       O.tasks, O.depth, rdma ? 0 : O.size, O.mode == M_RR ? O.ack_size : 0, rdma ? O.rdma_size : 0, rdma ? O.notify : 0,
 	       secs, (unsigned long long)t.s.win_msgs, (unsigned long long)t.s.win_bytes, per_sec((double)t.s.win_msgs, secs),
 	       per_sec((double)t.s.win_bytes, secs) / 1e6, (unsigned long long)lat.n, (unsigned long long)lat.min,
@@ -1605,7 +1630,7 @@ static int run_active(void)
 	       (unsigned long long)t.s.sent, (unsigned long long)t.s.completed, (unsigned long long)t.s.peer_counted, match,
 	       (unsigned long long)t.s.congested, (unsigned long long)t.s.seq_errors, (unsigned long long)t.s.verify_errors,
 	       (unsigned long long)t.s.notified, (unsigned long long)t.s.notices, (unsigned long long)t.s.late_notices,
-	       (unsigned long long)t.s.failed, accounted);
+	       (unsigned long long)t.s.early_reads, (unsigned long long)t.s.failed, accounted);
 	fflush(stdout);
 	if (!match)
 		fprintf(stderr, "rdsstress-c: the passive side counted %llu but %llu were sent\n",
