@@ -76,6 +76,7 @@ type Server struct {
 	events    ring[int]
 	backlog   ring[job]
 	queued    map[netip.AddrPort]int // backlog entries per client
+	inflight  map[netip.AddrPort]int // slots held per client
 	sums      ring[job]
 	sumsFrom  map[netip.AddrPort]int // checksum requests queued per client
 	stats     ServerStats
@@ -138,6 +139,23 @@ func (r *ring[T]) push(v T) bool {
 	r.buf[(r.head+r.n)%len(r.buf)] = v
 	r.n++
 	return true
+}
+
+// at returns the k-th oldest entry.
+func (r *ring[T]) at(k int) *T { return &r.buf[(r.head+k)%len(r.buf)] }
+
+// take removes and returns the k-th oldest entry (k < n), keeping the
+// order of the others.
+func (r *ring[T]) take(k int) T {
+	v := *r.at(k)
+	for ; k > 0; k-- {
+		*r.at(k) = *r.at(k - 1)
+	}
+	var zero T
+	*r.at(0) = zero
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return v
 }
 
 func (r *ring[T]) pop() (T, bool) {
@@ -227,7 +245,7 @@ func newServer(f *os.File, cfg *ServerConfig) (*Server, error) {
 		f: f, blockSize: c.BlockSize, nblocks: uint64(fi.Size()) / uint64(c.BlockSize),
 		region: region, timeout: c.Timeout, maxQueue: c.Backlog, maxClient: c.ClientBacklog,
 		slots: make([]srvSlot, c.Slots), events: newRing[int](c.Slots),
-		backlog: newRing[job](c.Backlog), queued: make(map[netip.AddrPort]int),
+		backlog: newRing[job](c.Backlog), queued: make(map[netip.AddrPort]int), inflight: make(map[netip.AddrPort]int),
 		sums: newRing[job](sumQueue), sumsFrom: make(map[netip.AddrPort]int),
 		kick: make(chan struct{}, 1), sumKick: make(chan struct{}, 1),
 		writes: make(chan int, c.Slots),
@@ -507,8 +525,7 @@ func (s *Server) step(ctx context.Context) bool {
 				act |= actRelease
 				s.stats.Releases++
 			}
-			*sl = srvSlot{idx: i}
-			s.free = append(s.free, i)
+			s.releaseSlotLocked(i)
 		}
 		s.mu.Unlock()
 		if act&actReply != 0 {
@@ -526,16 +543,49 @@ func (s *Server) step(ctx context.Context) bool {
 		s.mu.Unlock()
 		return false
 	}
-	j, _ := s.backlog.pop()
+	j := s.backlog.take(s.fairPickLocked())
 	if s.queued[j.from]--; s.queued[j.from] <= 0 {
 		delete(s.queued, j.from)
 	}
+	s.inflight[j.from]++
 	i := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
 	s.slots[i] = srvSlot{idx: i, j: j, busy: true}
 	s.mu.Unlock()
 	s.start(ctx, i, j)
 	return true
+}
+
+// fairLook bounds how far into the backlog the dispatcher looks for the
+// request of a client with fewer transfers in flight.
+const fairLook = 64
+
+// fairPickLocked returns the position in the backlog of the next request
+// to start: the oldest one among those of the clients with the fewest
+// transfers in flight, looking at the first fairLook entries, so that a
+// client that floods cannot hold every slot while another waits.
+func (s *Server) fairPickLocked() int {
+	best, bestN := 0, -1
+	for k := 0; k < s.backlog.n && k < fairLook; k++ {
+		n := s.inflight[s.backlog.at(k).from]
+		if bestN < 0 || n < bestN {
+			best, bestN = k, n
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return best
+}
+
+// releaseSlotLocked returns slot i to the free list.
+func (s *Server) releaseSlotLocked(i int) {
+	from := s.slots[i].j.from
+	if s.inflight[from]--; s.inflight[from] <= 0 {
+		delete(s.inflight, from)
+	}
+	s.slots[i] = srvSlot{idx: i}
+	s.free = append(s.free, i)
 }
 
 // queueLocked puts slot i on the dispatcher's list.
@@ -568,8 +618,7 @@ func (s *Server) start(ctx context.Context, i int, j job) {
 	if j.req.Op == opRead {
 		if _, err := s.f.ReadAt(local.Bytes(), int64(j.req.Block)*int64(s.blockSize)); err != nil && err != io.EOF {
 			s.mu.Lock()
-			s.slots[i] = srvSlot{idx: i}
-			s.free = append(s.free, i)
+			s.releaseSlotLocked(i)
 			s.mu.Unlock()
 			s.fail(ctx, j.from, &j.req, errIO, 0, true)
 			return

@@ -27,6 +27,7 @@ type fakeRDMA struct {
 
 	mu  sync.Mutex
 	ops []barrier.Token
+	tos []netip.AddrPort
 }
 
 func (f *fakeRDMA) Do(ctx context.Context, to netip.AddrPort, op *rdmaops.Op) (barrier.Token, error) {
@@ -37,6 +38,7 @@ func (f *fakeRDMA) Do(ctx context.Context, to netip.AddrPort, op *rdmaops.Op) (b
 	}
 	f.mu.Lock()
 	f.ops = append(f.ops, tok)
+	f.tos = append(f.tos, to)
 	f.mu.Unlock()
 	return tok, nil
 }
@@ -315,5 +317,33 @@ func TestServerClose(t *testing.T) {
 		if !got[w] {
 			t.Errorf("no reply kind %d status %d for ID %d among %+v", w[0], w[1], w[2], k.all())
 		}
+	}
+}
+
+// TestServerFairPick: with every slot taken by a flooding client, the
+// request of another client is the next to start, ahead of the flood's
+// older ones.
+func TestServerFairPick(t *testing.T) {
+	s, fr, _ := testServer(t, ServerConfig{Slots: 2, Backlog: 16, ClientBacklog: 8}, false)
+	flood, other := addr(1), addr(2)
+	announce(t, s, flood, 0x10)
+	announce(t, s, other, 0x20)
+	for i := range 8 {
+		request(s, flood, msg{Op: opRead, ID: uint32(i + 1), Block: 1, Cookie: 0x10})
+	}
+	_, stop, err := s.startWorkers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	waitFor(t, "both slots busy", func() bool { return len(fr.issued()) == 2 })
+	request(s, other, msg{Op: opRead, ID: 100, Block: 2, Cookie: 0x20})
+	fr.tr.Complete(fr.issued()[0], barrier.Success)
+	waitFor(t, "the next start", func() bool { return len(fr.issued()) == 3 })
+	fr.mu.Lock()
+	next := fr.tos[2]
+	fr.mu.Unlock()
+	if next != other {
+		t.Fatalf("the freed slot went to %v, want the other client %v", next, other)
 	}
 }
