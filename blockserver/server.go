@@ -42,10 +42,12 @@ type ServerStats struct {
 
 	Announcements uint64 // buffer registrations announced by clients
 
-	// Transfers that passed their deadline (counted in RDMAFailures too),
-	// held slots freed by the kernel's late status, release messages
-	// sent, and replies the kernel would not queue (a congested client, a
-	// full send buffer, a closed socket).
+	// Transfers that passed their deadline (counted at the deadline, and
+	// in RDMAFailures once answered), held slots freed by the kernel's
+	// late status, release messages sent (none when the late status came
+	// before the answer, which then says the transfer failed), and
+	// replies the kernel would not queue (a congested client, a full send
+	// buffer, a closed socket).
 	TimedOut, LateFreed, Releases, Unsent uint64
 }
 
@@ -507,9 +509,6 @@ func (s *Server) step(ctx context.Context) bool {
 				act |= actWrite
 			default:
 				s.stats.RDMAFailures++
-				if sl.status == barrier.TimedOut {
-					s.stats.TimedOut++
-				}
 				act |= actReply
 				status, aux = errTransfer, uint16(sl.status)
 				if !sl.freed {
@@ -651,6 +650,7 @@ func (s *Server) completed(c barrier.Completion) {
 	sl.reported, sl.status, sl.tok = true, c.Status, c.Token
 	if c.Status == barrier.TimedOut {
 		s.held.Add(1)
+		s.stats.TimedOut++
 	} else {
 		sl.freed = true
 	}

@@ -293,12 +293,16 @@ func TestBlockServerBacklogFlood(t *testing.T) {
 			st.Reads-st0.Reads, st.Busy-st0.Busy)
 		t.Logf("%s: other client: %d reads in 2 s before any flood (median %v, max %v), %d reads during the flood (median %v, max %v, %.1f reads/s)",
 			name, len(base), b50, bmax, len(during), d50, dmax, float64(len(during))/floodTook.Seconds())
-		if got.Load() != int64(sent) || other.Load() != 0 {
-			t.Errorf("%s: %d of %d flood requests answered (%d unexpected replies)", name, got.Load(), sent, other.Load())
+		// The receive loop never waits to send: a refusal the kernel
+		// would not queue (the server's send buffer full) is counted as
+		// unsent instead.
+		if got.Load()+int64(st.Unsent) != int64(sent) || other.Load() != 0 {
+			t.Errorf("%s: %d of %d flood requests answered, %d answers unsent (%d unexpected replies)", name, got.Load(), sent, st.Unsent, other.Load())
 		}
-		if busy.Load() == busy0 || st.Busy != uint64(busy.Load()) || st.Unsent != 0 {
+		if busy.Load() == busy0 || st.Busy != uint64(busy.Load())+st.Unsent {
 			t.Errorf("%s: %d backlog-full replies received, server counted %d (%d unsent)", name, busy.Load(), st.Busy, st.Unsent)
 		}
+		t.Logf("%s: %d answers unsent so far (server's send buffer full)", name, st.Unsent)
 		if paced && len(during) < 5 {
 			t.Errorf("%s: the other client got only %d reads", name, len(during))
 		}
@@ -508,6 +512,11 @@ func TestBlockServerForgedReplies(t *testing.T) {
 					return
 				default:
 				}
+				// About 1,000 forgeries per second from each: enough to
+				// reach every window, too few to congest the client's
+				// port (a congested client hears nothing, not even its
+				// server).
+				time.Sleep(time.Millisecond)
 				m := kinds[i%len(kinds)]
 				m.id = uint32(i / 2)
 				if i%2 == 1 {
@@ -526,7 +535,9 @@ func TestBlockServerForgedReplies(t *testing.T) {
 			}
 		}()
 	}
-	res, err := blockserver.Workload(ctx, cl, model, 300, 2, 7)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	res, err := blockserver.Workload(wctx, cl, model, 300, 2, 7)
+	wcancel()
 	close(stop)
 	wg.Wait()
 	if err != nil {
