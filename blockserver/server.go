@@ -84,7 +84,7 @@ type Server struct {
 	stats     ServerStats
 	running   bool
 	closed    bool
-	held      atomic.Int32 // slots whose transfer timed out and whose memory the kernel may still use
+	held      atomic.Int32 // slots whose transfer timed out and whose memory the kernel may still use (for tests)
 	kick      chan struct{}
 	sumKick   chan struct{}
 	writes    chan int // slots whose RDMA READ completed, for the writer
@@ -121,6 +121,7 @@ type srvSlot struct {
 	reported bool // the tracker reported the transfer's status
 	handled  bool // the dispatcher answered that status
 	freed    bool // the kernel no longer touches the slot's memory
+	wasHeld  bool // timed out before its memory was free: counted in held
 	heldMsg  bool // an errHeld reply went out: a release is owed
 	writing  bool // with the writer
 	queued   bool // in the events ring
@@ -199,7 +200,7 @@ func NewServer(sock *rdssock.Conn, f *os.File, cfg *ServerConfig) (*Server, erro
 		return nil, err
 	}
 	s.sock = sock
-	s.c = rdmaops.New(sock, barrier.New(&barrier.Config{OnComplete: s.completed}), nil)
+	s.c = rdmaops.New(sock, barrier.New(&barrier.Config{OnComplete: s.completed, OnRelease: s.released}), nil)
 	s.send = func(ctx context.Context, b []byte, to netip.AddrPort, wait bool) error {
 		flags := 0
 		if !wait {
@@ -295,7 +296,6 @@ func (s *Server) Serve(ctx context.Context) (clientSum [32]byte, err error) {
 			}
 			truncated = true // answered below as too long
 		}
-		s.lateStatuses(oob[:oobn])
 		dest, hasDest, notices, err := s.c.HandleControl(oob[:oobn])
 		if err != nil {
 			return clientSum, err
@@ -511,7 +511,7 @@ func (s *Server) step(ctx context.Context) bool {
 				s.stats.RDMAFailures++
 				act |= actReply
 				status, aux = errTransfer, uint16(sl.status)
-				if !sl.freed {
+				if sl.status == barrier.TimedOut && !sl.freed {
 					// The kernel may still move data into or out of
 					// the client's buffer: tell the client to hold it.
 					status = errHeld
@@ -633,14 +633,13 @@ func (s *Server) start(ctx context.Context, i int, j job) {
 	s.c.Do(ctx, j.from, &op)
 }
 
-// completed runs for every finished RDMA in the goroutine that completed
-// it (the receive loop, the deadline timer, or the dispatcher for a
-// failure to send). It only records the status for the dispatcher.
-//
-// The status is also the "memory is free" event of the slot, except for
-// TimedOut: the kernel may still read or write the memory of an operation
-// that passed its deadline, so its slot stays held until the kernel's late
-// status arrives (lateStatuses) or Close closes the socket.
+// completed runs when the tracker reports a transfer's status, in the
+// goroutine that completed it (the receive loop, the deadline timer, or
+// the dispatcher for a failure to send). It only records the status for
+// the dispatcher. The slot stays in use until released says its memory is
+// free: with the status for most transfers, but for one that passed its
+// deadline only when the kernel's late status arrives or the socket is
+// closed, since until then the kernel may still read or write it.
 func (s *Server) completed(c barrier.Completion) {
 	sl, ok := c.Keep.(*srvSlot)
 	if !ok {
@@ -648,61 +647,35 @@ func (s *Server) completed(c barrier.Completion) {
 	}
 	s.mu.Lock()
 	sl.reported, sl.status, sl.tok = true, c.Status, c.Token
-	if c.Status == barrier.TimedOut {
+	if c.Status == barrier.TimedOut && !sl.freed {
+		sl.wasHeld = true
 		s.held.Add(1)
 		s.stats.TimedOut++
-	} else {
-		sl.freed = true
 	}
 	s.queueLocked(sl.idx)
 	s.mu.Unlock()
 	s.wake(s.kick)
 }
 
-// lateStatuses frees the held slots whose kernel status is among the
-// notices in oob: the transfer is over, the memory is free.
-func (s *Server) lateStatuses(oob []byte) {
-	if s.held.Load() == 0 {
+// released runs when the tracker releases a transfer (barrier's
+// OnRelease): the kernel no longer touches the slot's memory.
+func (s *Server) released(c barrier.Completion) {
+	sl, ok := c.Keep.(*srvSlot)
+	if !ok {
 		return
 	}
-	p := cmsg.NewParser(oob)
-	for {
-		m, err := p.Next()
-		if err != nil {
-			return
-		}
-		if !m.Is(cmsg.LevelRDS, cmsg.TypeRDMAStatus) {
-			continue
-		}
-		st, err := m.RDMAStatus()
-		if err != nil {
-			return
-		}
-		s.freeHeld(barrier.Token(st.UserToken), false)
-	}
-}
-
-// freeHeld marks the memory of the held slot of operation tok (a late
-// status, counted in LateFreed), or of all held slots (Close), free.
-func (s *Server) freeHeld(tok barrier.Token, all bool) {
 	s.mu.Lock()
-	n := 0
-	for i := range s.slots {
-		sl := &s.slots[i]
-		if sl.busy && sl.reported && !sl.freed && (all || sl.tok == tok) {
-			sl.freed = true
-			s.held.Add(-1)
-			if !all {
-				s.stats.LateFreed++
-			}
-			s.queueLocked(i)
-			n++
+	sl.freed = true
+	if sl.wasHeld {
+		sl.wasHeld = false
+		s.held.Add(-1)
+		if !s.closed {
+			s.stats.LateFreed++
 		}
 	}
+	s.queueLocked(sl.idx)
 	s.mu.Unlock()
-	if n > 0 {
-		s.wake(s.kick)
-	}
+	s.wake(s.kick)
 }
 
 // writer writes fetched blocks to the file, fsyncs, and confirms. When
@@ -813,8 +786,7 @@ func (s *Server) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	err := s.c.Close()
-	s.freeHeld(0, true)
+	err := s.c.Close() // the tracker releases every operation, held ones too
 	s.workers.Wait()
 	s.c.Tracker().Close()
 	if rerr := s.region.Close(); rerr != nil {

@@ -117,7 +117,7 @@ func testServer(t *testing.T, cfg ServerConfig, fail bool) (*Server, *fakeRDMA, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fr := &fakeRDMA{tr: barrier.New(&barrier.Config{OnComplete: s.completed}), fail: fail}
+	fr := &fakeRDMA{tr: barrier.New(&barrier.Config{OnComplete: s.completed, OnRelease: s.released}), fail: fail}
 	k := &sink{}
 	s.c, s.send = fr, k.send
 	return s, fr, k
@@ -263,7 +263,6 @@ func TestServerHeldSlot(t *testing.T) {
 		b.RDMAStatus(cmsg.Notify{UserToken: uint64(fr.issued()[0]), Status: cmsg.StatusSuccess})
 		return b.Finish()
 	}()
-	s.lateStatuses(oob)
 	s.c.HandleControl(oob)
 	waitFor(t, "the second transfer", func() bool { return len(fr.issued()) == 2 })
 	rs := k.all()
