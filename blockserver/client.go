@@ -84,7 +84,9 @@ type ClientConfig struct {
 // Dial waits until the server at server answers (retrying while it is not
 // up yet, until ctx is done), learns its block size and count, and
 // registers the client's buffer pool. It starts a goroutine reading sock;
-// Close stops it.
+// Close stops it. A socket with rdssock.Config.WaitCongested makes
+// requests wait while a busy server's port is congested instead of
+// failing with rdssock.ErrCongested.
 func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *ClientConfig) (*Client, error) {
 	var cc ClientConfig
 	if cfg != nil {
