@@ -41,7 +41,10 @@
 //     kernel then reports the operations it gave up as Canceled, and those
 //     late statuses release them.
 //
-// Stats.Quarantined is the number of operations reported but not released.
+// Complete(tok, TimedOut) abandons a pending operation the same way. An
+// operation that completes while a Cancel runs is also reported at once and
+// released only when the Cancel returns. Stats.Quarantined is the number of
+// operations reported but not released.
 // A quarantined operation stays findable by its token however many
 // operations follow it: it leaves the ring for a side list, which holds at
 // most one entry per operation begun and not yet released.
@@ -70,8 +73,10 @@
 // A Tracker is safe for concurrent use by any number of senders and
 // receivers. Begin, Complete and Process do not allocate in steady state:
 // operation state lives in a ring indexed by token that grows only when more
-// operations are outstanding than it holds. Wait allocates a small waiter
-// only when it has to block.
+// operations are outstanding than it holds, and quarantined operations in a
+// list that grows only when more of them are quarantined at once than ever
+// before; releasing one does not allocate. Wait allocates a small waiter
+// only when it has to block; CompleteAll and Cancel may allocate.
 //
 // BUG(rds): A timed-out operation is not revoked: the kernel may still
 // perform the RDMA after its deadline passed. The tracker therefore keeps a

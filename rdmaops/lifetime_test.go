@@ -4,6 +4,7 @@ package rdmaops
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -187,5 +188,27 @@ func TestPoolBufferHolds(t *testing.T) {
 	}
 	if err := b.Confirm(); err != nil || b.State() != Available {
 		t.Fatalf("Confirm: %v, %v", err, b.State())
+	}
+}
+
+// Closing a pool while an operation still uses one of its buffers keeps
+// the memory mapped (ErrBusy); a second Close after the release unmaps it.
+func TestPoolCloseWithUnreleasedOp(t *testing.T) {
+	ctx := context.Background()
+	p, err := NewPool(ctx, new(fakeRegistrar), 2, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(nil, nil, nil)
+	defer c.tr.Close()
+	b, _ := p.Get(ctx)
+	tok := begin(c, b.Span())
+	c.tr.Complete(tok, barrier.TimedOut)
+	if err := p.Close(); !errors.Is(err, ErrBusy) || p.region.Bytes() == nil {
+		t.Fatalf("Close with an unreleased op: %v, mapped %v", err, p.region.Bytes() != nil)
+	}
+	c.tr.Complete(tok, barrier.Canceled)
+	if err := p.Close(); err != nil || p.region.Bytes() != nil {
+		t.Fatalf("second Close after the release: %v, mapped %v", err, p.region.Bytes() != nil)
 	}
 }

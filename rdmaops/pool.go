@@ -457,12 +457,13 @@ func (p *Pool) Stats() PoolStats {
 // yet then lands in pages the kernel still holds pinned for that key and
 // that no longer belong to the process, never in memory the process
 // reuses. Close fails with ErrBusy, leaving the memory mapped, if an
-// operation of a Conn still uses it (not yet released by its tracker).
+// operation of a Conn still uses it (not yet released by its tracker);
+// call Close again once it is released to unmap the region.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed.CompareAndSwap(false, true) {
-		return nil
+		return p.region.Close() // nil once unmapped
 	}
 	var first error
 	for _, b := range p.bufs {
