@@ -109,9 +109,9 @@
 // updates, not the server, decide whose message gets in next. Measured in
 // package integration (TestBlockServerBacklogFlood, Linux 6.1 and 6.12
 // under TCG): during a flood of about 1,000 requests/s another client's
-// median read took 18-23 ms and it kept reading at 8-32 reads/s; during an
-// unpaced flood of 1,400-1,800 requests/s, 1.5-2.3 reads/s with a median
-// of 0.5-0.8 s.
+// median read took 9-23 ms and it kept reading at 8-32 reads/s; during an
+// unpaced flood of 540-1,800 requests/s, 1.4-2.3 reads/s with a median of
+// 0.5-1.6 s.
 //
 // # Timeouts and held buffers
 //
