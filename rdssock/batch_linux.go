@@ -22,18 +22,19 @@ type mmsghdr struct {
 // batchOp is the state of one recvmmsg or sendmmsg call, pooled like
 // msgOp. Its arrays grow to the largest batch seen and are then reused.
 type batchOp struct {
-	hdrs     []mmsghdr
-	iovs     []unix.Iovec
-	addrs    []sockaddrBuf
-	ctlLens  []int                   // each receive's control buffer size
-	ctls     [][congNoticeSpace]byte // see msgOp.ctl
-	skipCong bool                    // see msgOp.skipCong
-	flags    int
-	dontWait bool
-	waitCong bool
-	spin     busySpin
-	n        int
-	errno    unix.Errno
+	hdrs        []mmsghdr
+	iovs        []unix.Iovec
+	addrs       []sockaddrBuf
+	ctlLens     []int                   // each receive's control buffer size
+	ctls        [][congNoticeSpace]byte // see msgOp.ctl
+	skipCong    bool                    // see msgOp.skipCong
+	numericZone bool                    // see sockaddrBuf.getZone
+	flags       int
+	dontWait    bool
+	waitCong    bool
+	spin        busySpin
+	n           int
+	errno       unix.Errno
 
 	recv func(fd uintptr) bool
 	send func(fd uintptr) bool
@@ -173,7 +174,7 @@ func (op *batchOp) fill(ms []Message, n int) int {
 		}
 		m := &ms[out]
 		m.N, m.NN, m.Flags = int(h.len), int(h.hdr.Controllen), int(h.hdr.Flags)
-		m.Addr = op.addrs[i].get(h.hdr.Namelen)
+		m.Addr = op.addrs[i].getZone(h.hdr.Namelen, op.numericZone)
 		if out != i {
 			copy(m.Buffer, ms[i].Buffer[:min(m.N, len(ms[i].Buffer))])
 		}
@@ -272,6 +273,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if err != nil {
 		return 0, opError("read", c.LocalAddr(), nil, err)
 	}
+	op.numericZone = c.otherNS
 	op.spin.limit = time.Duration(c.busyPoll.Load())
 	perr := c.wait(ctx, false, op.recv)
 	n, errno := op.n, op.errno

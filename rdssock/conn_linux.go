@@ -28,6 +28,7 @@ type Conn struct {
 	sndbuf   atomic.Int64         // cached SO_SNDBUF for error messages
 	closed   atomic.Bool
 	tsActive bool
+	otherNS  bool // created in Config.NetNS: sender zones are given by index
 
 	waitCongested     atomic.Bool  // Config.WaitCongested is in force
 	congNoticesWanted atomic.Bool  // the caller asked for congestion notices
@@ -54,6 +55,7 @@ func Socket(cfg *Config) (*Conn, error) {
 		return nil, opError("socket", nil, nil, err)
 	}
 	c := newConn(s, rc)
+	c.otherNS = cfg.NetNS != 0
 	if err := c.applyConfig(cfg); err != nil {
 		s.Close()
 		return nil, err

@@ -271,7 +271,7 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 		oobn, f = op.handOver(oob)
 		rflags = int(f)
 	}
-	from = op.sa.get(op.hdr.Namelen)
+	from = op.sa.getZone(op.hdr.Namelen, c.otherNS)
 	errno := op.errno
 	putOp(op)
 	switch {

@@ -49,7 +49,12 @@ func (s *sockaddrBuf) put(ap netip.AddrPort) (uint32, error) {
 }
 
 // get decodes what the kernel wrote; n is the length it reported.
-func (s *sockaddrBuf) get(n uint32) netip.AddrPort {
+func (s *sockaddrBuf) get(n uint32) netip.AddrPort { return s.getZone(n, false) }
+
+// getZone is get with a choice of zone: the interface index as a number
+// when numericZone is set (for sockets in another network namespace, whose
+// interface names this process cannot look up), else the interface name.
+func (s *sockaddrBuf) getZone(n uint32, numericZone bool) netip.AddrPort {
 	switch s.raw.Family {
 	case unix.AF_INET:
 		if n < unix.SizeofSockaddrInet4 {
@@ -65,7 +70,11 @@ func (s *sockaddrBuf) get(n uint32) netip.AddrPort {
 		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.raw.Port))[:])
 		a := netip.AddrFrom16(s.raw.Addr)
 		if s.raw.Scope_id != 0 {
-			a = a.WithZone(zoneName(s.raw.Scope_id))
+			if numericZone {
+				a = a.WithZone(zoneNumber(s.raw.Scope_id))
+			} else {
+				a = a.WithZone(zoneName(s.raw.Scope_id))
+			}
 		}
 		return netip.AddrPortFrom(a, port)
 	}
@@ -86,6 +95,18 @@ func zoneName(index uint32) string {
 	}
 	zoneCache.Store(index, name)
 	return name
+}
+
+// numberCache holds zone indexes as decimal strings, for the same reason.
+var numberCache sync.Map // uint32 -> string
+
+func zoneNumber(index uint32) string {
+	if v, ok := numberCache.Load(index); ok {
+		return v.(string)
+	}
+	s := strconv.FormatUint(uint64(index), 10)
+	numberCache.Store(index, s)
+	return s
 }
 
 func zoneIndex(zone string) (uint32, error) {
