@@ -72,7 +72,8 @@ type Config struct {
 
 	// NetNS, if not zero, is a file descriptor of a network namespace in
 	// which to create the socket (see github.com/mdlayher/socket). Needs
-	// CAP_SYS_ADMIN.
+	// CAP_SYS_ADMIN. Interface names there are unknown to this process:
+	// give IPv6 zones by index; sender addresses carry the index too.
 	NetNS int
 }
 
@@ -82,12 +83,14 @@ type LatencyPoint uint8
 
 // Receive path points.
 const (
-	// LatencyHeaderToDgramStart: from the header's arrival to the start of
-	// datagram processing.
+	// LatencyHeaderToDgramStart: from the header's arrival until
+	// reassembly starts.
 	LatencyHeaderToDgramStart LatencyPoint = 0
-	// LatencyDgramReassemble: reassembly of the datagram.
+	// LatencyDgramReassemble: from the start of reassembly until the
+	// datagram was queued on the socket.
 	LatencyDgramReassemble LatencyPoint = 1
-	// LatencyDgramDelivered: until the datagram was queued to the socket.
+	// LatencyDgramDelivered: from being queued on the socket until recvmsg
+	// delivered it (net/rds/recv.c).
 	LatencyDgramDelivered LatencyPoint = 2
 	latencyPointCount                  = 3
 )
