@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +58,9 @@ registration.
 At the end each sender task tells the receiver how many messages it sent
 and the receiver answers how many it counted; the summary shows both and
 stress exits 1 if they differ. Latency percentiles come from a log-linear
-histogram with under 1% error. On a terminal a live line is printed every
+histogram with under 1% error; the summary also shows that histogram by
+powers of two (text bars, or "histogram" buckets in microseconds with
+-json). On a terminal a live line is printed every
 second. The role follows from the flags: -listen alone receives, -to alone
 sends, both run the two ends in one process (for loopback or two
 namespaces, see -listen-netns). A receiver alone runs until interrupted
@@ -228,6 +231,9 @@ type latencyReport struct {
 	Max    float64 `json:"max"`
 	Mean   float64 `json:"mean"`
 	StdDev float64 `json:"stddev"`
+	// Histogram groups the samples by powers of two of nanoseconds; its
+	// counts sum to Count.
+	Histogram []latencyBucket `json:"histogram"`
 }
 
 type receiverReport struct {
@@ -1003,8 +1009,38 @@ func (s *sender) report() *senderReport {
 			P99: us(h.Quantile(0.99)), P999: us(h.Quantile(0.999)), Max: us(h.Max()),
 			Mean: h.Mean() / 1e3, StdDev: h.StdDev() / 1e3,
 		}
+		for _, b := range h.PowerBuckets() {
+			rep.Latency.Histogram = append(rep.Latency.Histogram, latencyBucket{Low: us(b.Low), High: us(b.High), Count: b.Count})
+		}
 	}
 	return rep
+}
+
+// latencyBucket is one histogram row: Count samples in [Low, High]
+// microseconds.
+type latencyBucket struct {
+	Low   float64 `json:"low"`
+	High  float64 `json:"high"`
+	Count uint64  `json:"count"`
+}
+
+// histBarWidth is the length of the longest bar.
+const histBarWidth = 40
+
+// printLatencyHistogram prints one line per bucket: its range, its count
+// and a bar scaled to the fullest bucket.
+func printLatencyHistogram(w io.Writer, bs []latencyBucket) {
+	var most uint64
+	for _, b := range bs {
+		most = max(most, b.Count)
+	}
+	if most == 0 {
+		return
+	}
+	for _, b := range bs {
+		n := int((b.Count*histBarWidth + most - 1) / most) // a non-empty bucket gets at least one mark
+		fmt.Fprintf(w, "  %10s .. %-10s %10d |%s\n", fmtUS(b.Low), fmtUS(b.High), b.Count, strings.Repeat("#", n))
+	}
 }
 
 // liveSnap is what the live line shows, read from the counters.
@@ -1090,6 +1126,7 @@ func printStress(w io.Writer, rep *stressReport) {
 		if l := s.Latency; l != nil {
 			fmt.Fprintf(w, "  latency   min %s  p50 %s  p90 %s  p99 %s  p99.9 %s  max %s  (mean %s, stddev %s, %d samples)\n",
 				fmtUS(l.Min), fmtUS(l.P50), fmtUS(l.P90), fmtUS(l.P99), fmtUS(l.P999), fmtUS(l.Max), fmtUS(l.Mean), fmtUS(l.StdDev), l.Count)
+			printLatencyHistogram(w, l.Histogram)
 		}
 	}
 	if r := rep.Receiver; r != nil {

@@ -177,3 +177,34 @@ func (h *Histogram) Buckets() []Bucket {
 	}
 	return bs
 }
+
+// PowerBuckets returns the recorded values grouped by powers of two, for a
+// short display: one bucket for 0, then [2^e, 2^(e+1)-1] for every e whose
+// range holds a value. Empty ranges between the lowest and highest are
+// included with Count 0, so a bar chart shows the gaps. The counts sum to
+// Count.
+func (h *Histogram) PowerBuckets() []Bucket {
+	var bs []Bucket
+	for _, b := range h.Buckets() {
+		lo, hi := uint64(0), uint64(0)
+		if b.Low > 0 {
+			e := uint(bits.Len64(b.Low)) - 1
+			lo, hi = 1<<e, 1<<e+(1<<e-1)
+		}
+		if n := len(bs); n > 0 && bs[n-1].Low == lo {
+			bs[n-1].Count += b.Count
+			continue
+		}
+		// Fill the empty powers of two between the previous range and this.
+		for n := len(bs); n > 0 && bs[n-1].High+1 < lo; n = len(bs) {
+			next := bs[n-1].High + 1
+			if next == 1 {
+				bs = append(bs, Bucket{1, 1, 0})
+				continue
+			}
+			bs = append(bs, Bucket{next, 2*next - 1, 0})
+		}
+		bs = append(bs, Bucket{lo, hi, b.Count})
+	}
+	return bs
+}

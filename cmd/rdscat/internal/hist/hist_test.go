@@ -164,3 +164,37 @@ func BenchmarkRecord(b *testing.B) {
 		h.Record(uint64(i) * 7919)
 	}
 }
+
+func TestPowerBuckets(t *testing.T) {
+	h := New(7)
+	for _, v := range []uint64{0, 3, 3, 5, 1000, 1023, 1024, 70000} {
+		h.Record(v)
+	}
+	got := h.PowerBuckets()
+	want := []Bucket{
+		{0, 0, 1}, {1, 1, 0}, {2, 3, 2}, {4, 7, 1}, {8, 15, 0}, {16, 31, 0}, {32, 63, 0}, {64, 127, 0},
+		{128, 255, 0}, {256, 511, 0}, {512, 1023, 2}, {1024, 2047, 1}, {2048, 4095, 0}, {4096, 8191, 0},
+		{8192, 16383, 0}, {16384, 32767, 0}, {32768, 65535, 0}, {65536, 131071, 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+	var sum uint64
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("bucket %d = %v, want %v", i, got[i], want[i])
+		}
+		sum += got[i].Count
+	}
+	if sum != h.Count() {
+		t.Errorf("counts sum to %d, want %d", sum, h.Count())
+	}
+	if New(7).PowerBuckets() != nil {
+		t.Error("empty histogram has buckets")
+	}
+	one := New(3)
+	one.RecordN(200, 4)
+	if got := one.PowerBuckets(); len(got) != 1 || got[0] != (Bucket{128, 255, 4}) {
+		t.Errorf("single value: %v", got)
+	}
+}
