@@ -149,9 +149,14 @@ type stressJSON struct {
 		Errors          uint64  `json:"errors"`
 		MBPerSec        float64 `json:"mb_per_sec"`
 		Latency         *struct {
-			Count uint64  `json:"count"`
-			P50   float64 `json:"p50"`
-			P99   float64 `json:"p99"`
+			Count     uint64  `json:"count"`
+			P50       float64 `json:"p50"`
+			P99       float64 `json:"p99"`
+			Histogram []struct {
+				Low   float64 `json:"low"`
+				High  float64 `json:"high"`
+				Count uint64  `json:"count"`
+			} `json:"histogram"`
 		} `json:"latency_us"`
 		RDMA *struct {
 			Op                   string            `json:"op"`
