@@ -35,7 +35,7 @@ import (
 
 var (
 	flagKernels = flag.String("kernels", envOr("RDSTEST_KERNELS", strings.Join(kernel.Aliases(), ",")),
-		"comma-separated kernels to test: 6.1, 6.12 or linux-image-* package names (env RDSTEST_KERNELS)")
+		"comma-separated kernels to test: 6.1, 6.12, sid (Debian unstable's newest) or linux-image-* package names (env RDSTEST_KERNELS)")
 	flagRun      = flag.String("run", "", "passed to go test -run for the integration tests")
 	flagShort    = flag.Bool("short-circuit", false, "stop at the first failing stage")
 	flagUnit     = flag.Bool("unit", true, "run go vet, the gofmt check and the unit tests on the host")
@@ -175,21 +175,36 @@ func run() error {
 		return errors.New("no kernels selected")
 	}
 	stage("fetch kernels")
-	releases := map[string]string{}
+	// Each kernel is resolved once, here; the VM runs get its exact package
+	// (and version), so every package of the run boots the same kernel.
+	fetched := map[string]*kernel.Kernel{}
+	var ready []string
 	for _, k := range kernels {
 		t0 := time.Now()
 		kk, err := kernel.Fetch(cache, k, func(f string, a ...any) { fmt.Printf("rdstest: "+f+"\n", a...) })
 		if err != nil {
-			return err
+			// Never drop a kernel quietly: it is a failure of the run.
+			fmt.Printf("rdstest: %v\n", err)
+			note("kernel %s: FAILED to fetch, not tested: %s", k, firstLine(err.Error()))
+			total.failed++
+			continue
 		}
-		releases[k] = kk.Release
-		fmt.Printf("kernel %s: %s (%s) ready in %s\n", k, kk.Release, kk.Package, time.Since(t0).Round(time.Millisecond))
+		fetched[k] = kk
+		ready = append(ready, k)
+		fmt.Printf("kernel %s: %s (%s) ready in %s\n", k, kk.Release, kk.Spec(), time.Since(t0).Round(time.Millisecond))
+	}
+	if len(ready) == 0 {
+		return errors.New("no kernel could be fetched")
+	}
+	if *flagShort && failed() {
+		return nil
 	}
 
 	if *flagSelf {
 		stage("rdsvm self-tests")
-		t := selfTests(rdsvm, selfcheck, kernels[0], releases[kernels[0]])
-		note("rdsvm self-tests (kernel %s): %s", releases[kernels[0]], t)
+		kk := fetched[ready[0]]
+		t := selfTests(rdsvm, selfcheck, kk.Spec(), kk.Release)
+		note("rdsvm self-tests (kernel %s): %s", kk.Release, t)
 		total.add(t)
 		if *flagShort && failed() {
 			return nil
@@ -203,8 +218,9 @@ func run() error {
 	if len(pkgs.plain)+len(pkgs.race) == 0 {
 		return errors.New("no package has integration-tagged tests")
 	}
-	for _, k := range kernels {
-		stage("integration tests, kernel " + releases[k])
+	for _, k := range ready {
+		kk := fetched[k]
+		stage("integration tests, kernel " + kk.Release)
 		t0 := time.Now()
 		var t tally
 		for _, group := range []struct {
@@ -216,7 +232,7 @@ func run() error {
 			}
 			args := []string{"test", "-tags", "integration", "-exec", rdsvm, "-count=1", "-json", "-v",
 				"-p", fmt.Sprint(*flagParallel), "-timeout", "10m"}
-			env := []string{"RDSVM_KERNEL=" + k}
+			env := []string{"RDSVM_KERNEL=" + kk.Spec()}
 			if group.race {
 				args = append(args, "-race")
 				env = append(env, "CGO_ENABLED=1")
@@ -232,7 +248,7 @@ func run() error {
 			}
 			t.add(gt)
 		}
-		note("kernel %s: %s (%s)", releases[k], t, time.Since(t0).Round(time.Second))
+		note("kernel %s: %s (%s)", kernelLabel(k, kk), t, time.Since(t0).Round(time.Second))
 		for _, b := range bootLines {
 			summary = append(summary, "  "+b)
 		}
@@ -243,6 +259,23 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// kernelLabel names a kernel in the summary: its release and, when it was
+// chosen by an alias, the alias and the package version it resolved to.
+func kernelLabel(name string, k *kernel.Kernel) string {
+	if strings.HasPrefix(name, "linux-image-") {
+		return k.Release
+	}
+	if k.Version != "" {
+		return fmt.Sprintf("%s (%s = %s %s)", k.Release, name, k.Package, k.Version)
+	}
+	return fmt.Sprintf("%s (%s = %s)", k.Release, name, k.Package)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
 
 func repoRoot() (string, error) {
