@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -42,6 +41,8 @@ var (
 	flagSelf     = flag.Bool("selftest", true, "check the rdsvm runner itself (negative cases)")
 	flagVerbose  = flag.Bool("v", false, "print the full output of passing tests too")
 	flagParallel = flag.Int("p", 2, "integration test packages run in parallel (each boots one or two VMs)")
+	flagResults  = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
+		"write every test result to this file as JSON lines (default <cache>/results/rdstest.jsonl; env RDSTEST_RESULTS)")
 )
 
 func envOr(k, def string) string {
@@ -65,9 +66,19 @@ func (t tally) String() string {
 }
 
 var (
-	total   tally
-	summary []string
+	total     tally
+	summary   []string
+	bootLines []string
+	// results records every counted outcome; see results.go.
+	results = newResultsLog(nil, "")
 )
+
+// fail counts one failure that is not a test (a check, a stage) and
+// records it in the results file.
+func fail(kernel, what string) {
+	total.failed++
+	results.record(result{Kernel: kernel, Package: "check", Test: what, Outcome: "fail"})
+}
 
 func note(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
@@ -80,15 +91,25 @@ func stage(name string) { fmt.Printf("\n==== rdstest: %s ====\n", name) }
 func main() {
 	flag.Parse()
 	start := time.Now()
-	err := run()
+	err := openResults()
+	if err == nil {
+		err = run()
+	}
 	if err != nil {
 		fmt.Printf("rdstest: %v\n", err)
-		total.failed++
+		fail("", "rdstest: "+firstLine(err.Error()))
 	}
 	printReliability()
 	fmt.Printf("\n==== rdstest summary (%s) ====\n", time.Since(start).Round(time.Second))
 	for _, s := range summary {
 		fmt.Println(s)
+	}
+	if results.path != "" {
+		if results.err != nil {
+			fmt.Printf("results file %s: FAILED to write: %v\n", results.path, results.err)
+		} else {
+			fmt.Printf("results of every test (JSON lines): %s\n", results.path)
+		}
 	}
 	// The last line is the tally alone; CI parses it.
 	fmt.Println(tally{passed: total.passed, failed: total.failed, skipped: total.skipped}.String())
@@ -101,6 +122,40 @@ func main() {
 }
 
 func failed() bool { return total.failed > 0 }
+
+// openResults creates the results file: -results, else
+// <cache>/results/rdstest.jsonl. A relative path is taken from the
+// directory rdstest was started in.
+func openResults() error {
+	path := *flagResults
+	if path == "" {
+		cache, err := kernel.CacheDir()
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(cache, "results", "rdstest.jsonl")
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	l, _, err := createResultsLog(path)
+	if err != nil {
+		return fmt.Errorf("results file: %w", err)
+	}
+	// The file stays open until the process exits; every line is
+	// written as its result arrives.
+	results = l
+	return nil
+}
+
+// notePackages adds the per-package counts of kernel to the summary (the
+// self-tests have their own line).
+func notePackages(kernel string) {
+	for _, l := range results.packageCounts(kernel, selfTestPkg) {
+		summary = append(summary, "    "+l)
+	}
+}
 
 func run() error {
 	root, err := repoRoot()
@@ -118,29 +173,29 @@ func run() error {
 		stage("go vet")
 		if err := runCmd("go", "vet", "./..."); err != nil {
 			note("go vet ./...: FAILED")
-			total.failed++
+			fail("host", "go vet ./...")
 		}
 		if err := runCmd("go", "vet", "-tags", "integration", "./..."); err != nil {
 			note("go vet -tags integration ./...: FAILED")
-			total.failed++
+			fail("host", "go vet -tags integration ./...")
 		}
 		stage("gofmt")
 		out, err := exec.Command("gofmt", "-l", ".").CombinedOutput()
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
 			fmt.Printf("gofmt -l . lists files that need formatting:\n%s", out)
 			note("gofmt: FAILED")
-			total.failed++
+			fail("host", "gofmt -l .")
 		}
 		if *flagShort && failed() {
 			return nil
 		}
 		stage("unit tests (host)")
-		t, err := goTestJSON(nil, "test", "-count=1", "-json", "./...")
+		t, err := goTestJSON("host", false, nil, "test", "-count=1", "-json", "./...")
 		if err != nil {
 			note("unit tests: %v", err)
-			t.failed++
 		}
 		note("unit tests on the host: %s", t)
+		notePackages("host")
 		total.add(t)
 		if *flagShort && failed() {
 			return nil
@@ -186,7 +241,7 @@ func run() error {
 			// Never drop a kernel quietly: it is a failure of the run.
 			fmt.Printf("rdstest: %v\n", err)
 			note("kernel %s: FAILED to fetch, not tested: %s", k, firstLine(err.Error()))
-			total.failed++
+			fail(k, "fetch kernel "+k)
 			continue
 		}
 		fetched[k] = kk
@@ -241,14 +296,14 @@ func run() error {
 				args = append(args, "-run", *flagRun)
 			}
 			args = append(args, group.pkgs...)
-			gt, err := goTestJSON(env, args...)
+			gt, err := goTestJSON(kk.Release, group.race, env, args...)
 			if err != nil {
 				fmt.Printf("rdstest: %v\n", err)
-				gt.failed++
 			}
 			t.add(gt)
 		}
 		note("kernel %s: %s (%s)", kernelLabel(k, kk), t, time.Since(t0).Round(time.Second))
+		notePackages(kk.Release)
 		for _, b := range bootLines {
 			summary = append(summary, "  "+b)
 		}
@@ -410,113 +465,45 @@ func wantsRace(dir string) (bool, error) {
 	return cfg.Race, nil
 }
 
-// event is one line of go test -json (test2json) output.
-type event struct {
-	Action  string
-	Package string
-	Test    string
-	Output  string
-}
+var bootLine = regexp.MustCompile(`rdsvm: kernel .*booted in`)
 
-var (
-	bootLine  = regexp.MustCompile(`rdsvm: kernel .*booted in`)
-	bootLines []string
-)
-
-// goTestJSON runs go with args (which must include -json), prints the output
-// as go test would (failing tests always, passing ones with -v), and counts
-// results. A package that fails without a failing test counts as one failure.
-func goTestJSON(env []string, args ...string) (tally, error) {
-	var t tally
+// goTestJSON runs go with args (which must include -json) and reads its
+// output with a testRun for kernel ("host" or a release), recording every
+// result in the results log.
+func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, error) {
+	r := newTestRun(kernel, race, os.Stdout, *flagVerbose, results)
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stdout
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return t, err
+		return r.t, err
 	}
 	if err := cmd.Start(); err != nil {
-		return t, err
+		return r.t, err
 	}
-	type key struct{ pkg, test string }
-	buffered := map[key][]string{}
-	failedTests := map[string]int{}
-	var mu sync.Mutex
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			fmt.Println(sc.Text())
-			continue
-		}
-		mu.Lock()
-		k := key{e.Package, e.Test}
-		switch e.Action {
-		case "output", "build-output":
-			if bootLine.MatchString(e.Output) {
-				bootLines = append(bootLines, strings.TrimSpace(e.Output))
-			}
-			if _, row, ok := strings.Cut(e.Output, reliabilityPrefix); ok {
-				reliabilityRows = append(reliabilityRows, strings.TrimSpace(row))
-			}
-			switch {
-			case *flagVerbose:
-				fmt.Print(e.Output)
-			case e.Test == "" && strings.HasPrefix(e.Output, "[peer] "):
-				// The peer VM's output is shown only when its package fails.
-				buffered[k] = append(buffered[k], e.Output)
-			case e.Test == "" && (e.Output == "PASS\n" || e.Output == "testing: warning: no tests to run\n"):
-			case e.Test == "":
-				fmt.Print(e.Output)
-			default:
-				buffered[k] = append(buffered[k], e.Output)
-			}
-		case "pass":
-			if e.Test != "" {
-				t.passed++
-			}
-			delete(buffered, k)
-		case "skip":
-			if e.Test != "" {
-				t.skipped++
-				if !*flagVerbose {
-					for _, l := range buffered[k] {
-						fmt.Print(l)
-					}
-				}
-			}
-			delete(buffered, k)
-		case "fail":
-			if e.Test != "" {
-				t.failed++
-				failedTests[e.Package]++
-				if !*flagVerbose {
-					for _, l := range buffered[k] {
-						fmt.Print(l)
-					}
-				}
-			} else if !*flagVerbose {
-				for _, l := range buffered[k] {
-					fmt.Print(l)
-				}
-			}
-			if e.Test == "" && failedTests[e.Package] == 0 {
-				// The package failed outside any test: build failure, a
-				// crash before tests ran, or the peer VM failing.
-				fmt.Printf("rdstest: package %s failed outside any single test\n", e.Package)
-				t.failed++
-			}
-			delete(buffered, k)
-		}
-		mu.Unlock()
-	}
+	rerr := r.read(stdout)
 	werr := cmd.Wait()
-	if werr != nil && t.failed == 0 {
-		return t, fmt.Errorf("go %s: %w", strings.Join(args[:2], " "), werr)
+	bootLines = append(bootLines, r.boot...)
+	reliabilityRows = append(reliabilityRows, r.reliability...)
+	if rerr != nil && r.t.failed == 0 {
+		r.t.failed++
+		results.record(result{Kernel: kernel, Package: "check", Test: "reading go test output", Race: race, Outcome: "fail"})
+		return r.t, fmt.Errorf("reading go %s output: %w", strings.Join(args[:2], " "), rerr)
 	}
-	return t, nil
+	if werr != nil && r.t.failed == 0 {
+		// go failed without a failing test or package (it could not
+		// even list the packages): one failure.
+		what := "go " + strings.Join(args[:2], " ")
+		r.t.failed++
+		results.record(result{Kernel: kernel, Package: "check", Test: what, Race: race, Outcome: "fail"})
+		return r.t, fmt.Errorf("%s: %w", what, werr)
+	}
+	return r.t, nil
 }
+
+// selfTestPkg is the package name of self-test results.
+const selfTestPkg = "rdsvm self-test"
 
 // selfTests checks that rdsvm reports each kind of guest outcome.
 func selfTests(rdsvm, selfcheck, kern, release string) tally {
@@ -594,7 +581,8 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		},
 	}
 	var t tally
-	results := make([]string, len(checks))
+	outputs := make([]string, len(checks))
+	elapsed := make([]time.Duration, len(checks))
 	ok := make([]bool, len(checks))
 	// The slow check (mostly an idle guest) runs beside the others; those
 	// run one after another so that boots do not compete for the CPUs.
@@ -630,27 +618,31 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 					problems = append(problems, fmt.Sprintf("output lacks %q", w))
 				}
 			}
-			d := time.Since(t0).Round(100 * time.Millisecond)
+			elapsed[i] = time.Since(t0)
+			d := elapsed[i].Round(100 * time.Millisecond)
 			if len(problems) == 0 {
 				ok[i] = true
-				results[i] = fmt.Sprintf("--- PASS: rdsvm self-test: %s (%s)\n", c.name, d)
+				outputs[i] = fmt.Sprintf("--- PASS: rdsvm self-test: %s (%s)\n", c.name, d)
 				if *flagVerbose {
-					results[i] += indent(out.String())
+					outputs[i] += indent(out.String())
 				}
 			} else {
-				results[i] = fmt.Sprintf("--- FAIL: rdsvm self-test: %s (%s): %s\n%s",
+				outputs[i] = fmt.Sprintf("--- FAIL: rdsvm self-test: %s (%s): %s\n%s",
 					c.name, d, strings.Join(problems, "; "), indent(out.String()))
 			}
 		}()
 	}
 	wg.Wait()
-	for i := range checks {
-		fmt.Print(results[i])
+	for i, c := range checks {
+		fmt.Print(outputs[i])
+		r := result{Kernel: release, Package: selfTestPkg, Test: c.name, Outcome: "pass", Elapsed: elapsed[i].Seconds()}
 		if ok[i] {
 			t.passed++
 		} else {
 			t.failed++
+			r.Outcome = "fail"
 		}
+		results.record(r)
 	}
 	return t
 }
