@@ -41,7 +41,10 @@ var (
 	flagSelf     = flag.Bool("selftest", true, "check the rdsvm runner itself (negative cases)")
 	flagVerbose  = flag.Bool("v", false, "print the full output of passing tests too")
 	flagParallel = flag.Int("p", 2, "integration test packages run in parallel (each boots one or two VMs)")
-	flagResults  = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
+	flagRace     = flag.Bool("race", true, "also run the host unit tests with -race, and build the -race-pkgs integration packages with -race")
+	flagRacePkgs = flag.String("race-pkgs", "./integration/rdmafaults,./integration/rdmaatomics,./integration/twovmrdma",
+		"integration packages whose VM tests run built with -race (with -race); packages whose rdsvm.json says \"race\": true always do")
+	flagResults = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
 		"write every test result to this file as JSON lines (default <cache>/results/rdstest.jsonl; env RDSTEST_RESULTS)")
 )
 
@@ -195,8 +198,24 @@ func run() error {
 			note("unit tests: %v", err)
 		}
 		note("unit tests on the host: %s", t)
-		notePackages("host")
 		total.add(t)
+		if *flagShort && failed() {
+			notePackages("host")
+			return nil
+		}
+		if *flagRace {
+			// Again with the race detector. The plain run above is the
+			// one whose allocation tests mean something: under -race,
+			// sync.Pool drops items at random and those tests skip.
+			stage("unit tests (host, -race)")
+			t, err := goTestJSON("host", true, []string{"CGO_ENABLED=1"}, "test", "-race", "-count=1", "-json", "./...")
+			if err != nil {
+				note("unit tests with -race: %v", err)
+			}
+			note("unit tests on the host with -race: %s", t)
+			total.add(t)
+		}
+		notePackages("host")
 		if *flagShort && failed() {
 			return nil
 		}
@@ -266,7 +285,11 @@ func run() error {
 		}
 	}
 
-	pkgs, err := integrationPackages()
+	var racePkgs []string
+	if *flagRace {
+		racePkgs = splitList(*flagRacePkgs)
+	}
+	pkgs, err := integrationPackages(racePkgs)
 	if err != nil {
 		return err
 	}
@@ -326,6 +349,15 @@ func kernelLabel(name string, k *kernel.Kernel) string {
 		return fmt.Sprintf("%s (%s = %s %s)", k.Release, name, k.Package, k.Version)
 	}
 	return fmt.Sprintf("%s (%s = %s)", k.Release, name, k.Package)
+}
+
+// exitDetail adds a failed command's stderr to its error.
+func exitDetail(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%v: %s", err, bytes.TrimSpace(ee.Stderr))
+	}
+	return err
 }
 
 func firstLine(s string) string {
@@ -393,13 +425,37 @@ func ensureHostPackages() error {
 }
 
 // integrationPkgs are the packages with integration tests, split by whether
-// their rdsvm.json asks for the race detector.
+// they run with the race detector.
 type integrationPkgs struct{ plain, race []string }
 
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // integrationPackages lists the packages whose test files change with the
-// integration build tag.
-func integrationPackages() (integrationPkgs, error) {
+// integration build tag. Those named in race (package patterns such as
+// ./integration/rdmafaults) and those whose rdsvm.json asks for it run
+// with the race detector; a name in race that has no integration tests is
+// an error.
+func integrationPackages(race []string) (integrationPkgs, error) {
 	var pkgs integrationPkgs
+	forced := map[string]bool{}
+	if len(race) > 0 {
+		out, err := exec.Command("go", append([]string{"list"}, race...)...).Output()
+		if err != nil {
+			return pkgs, fmt.Errorf("go list %s: %w", strings.Join(race, " "), exitDetail(err))
+		}
+		for _, p := range strings.Fields(string(out)) {
+			forced[p] = true
+		}
+	}
 	dirs := map[string]string{}
 	list := func(tags ...string) (map[string]string, error) {
 		args := append([]string{"list"}, tags...)
@@ -432,17 +488,24 @@ func integrationPackages() (integrationPkgs, error) {
 		if err != nil {
 			return pkgs, err
 		}
+		if forced[p] {
+			race = true
+			delete(forced, p)
+		}
 		if race {
 			pkgs.race = append(pkgs.race, p)
 		} else {
 			pkgs.plain = append(pkgs.plain, p)
 		}
 	}
+	for p := range forced {
+		return pkgs, fmt.Errorf("-race-pkgs names %s, which has no integration tests", p)
+	}
 	sort.Strings(pkgs.plain)
 	sort.Strings(pkgs.race)
 	fmt.Printf("packages with integration tests: %s\n", strings.Join(pkgs.plain, " "))
 	if len(pkgs.race) > 0 {
-		fmt.Printf("with the race detector (rdsvm.json \"race\": true): %s\n", strings.Join(pkgs.race, " "))
+		fmt.Printf("with the race detector (-race-pkgs, or rdsvm.json \"race\": true): %s\n", strings.Join(pkgs.race, " "))
 	}
 	return pkgs, nil
 }
