@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command rdstest is the project's single test command. From the repository
 // root:
 //
@@ -44,6 +46,7 @@ var (
 	flagRace     = flag.Bool("race", true, "also run the host unit tests with -race, and build the -race-pkgs integration packages with -race")
 	flagRacePkgs = flag.String("race-pkgs", "./integration/rdmafaults,./integration/rdmaatomics,./integration/twovmrdma",
 		"integration packages whose VM tests run built with -race (with -race); packages whose rdsvm.json says \"race\": true always do")
+	flagCross   = flag.Bool("cross", true, "with -unit: go build and go vet ./... for every cross-build target, and go mod tidy -diff")
 	flagResults = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
 		"write every test result to this file as JSON lines (default <cache>/results/rdstest.jsonl; env RDSTEST_RESULTS)")
 )
@@ -188,6 +191,9 @@ func run() error {
 			fmt.Printf("gofmt -l . lists files that need formatting:\n%s", out)
 			note("gofmt: FAILED")
 			fail("host", "gofmt -l .")
+		}
+		if *flagCross {
+			crossChecks()
 		}
 		if *flagShort && failed() {
 			return nil
@@ -759,4 +765,84 @@ func printReliability() {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.kernel, r.fault, r.counts, r.outcome)
 	}
 	w.Flush()
+}
+
+// crossTargets are the GOOS/GOARCH pairs that must build and vet cleanly
+// (CGO_ENABLED=0): every Linux architecture Go supports that users run,
+// and a few other systems, where the library must compile even though it
+// can do nothing there.
+var crossTargets = []string{
+	"linux/amd64", "linux/arm64", "linux/386", "linux/arm", "linux/s390x", "linux/ppc64le",
+	"linux/riscv64", "linux/mips64le", "linux/loong64",
+	"darwin/arm64", "freebsd/amd64", "windows/amd64",
+}
+
+// crossChecks runs go build and go vet for every cross target, two
+// targets at a time (they share the build cache), and go mod tidy -diff.
+// Each failing target, and an untidy go.mod, counts as one failure, shown
+// with its first lines of output.
+func crossChecks() {
+	stage("cross-builds and go mod tidy")
+	t0 := time.Now()
+	type outcome struct {
+		ok  bool
+		out string
+	}
+	res := make([]outcome, len(crossTargets))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, target := range crossTargets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			goos, goarch, _ := strings.Cut(target, "/")
+			env := append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
+			for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+				cmd := exec.Command("go", args...)
+				cmd.Env = env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					res[i] = outcome{out: fmt.Sprintf("go %s: %v\n%s", strings.Join(args, " "), err, headLines(out, 12))}
+					return
+				}
+			}
+			res[i].ok = true
+		}()
+	}
+	wg.Wait()
+	var bad []string
+	for i, target := range crossTargets {
+		if res[i].ok {
+			fmt.Printf("ok   %s\n", target)
+			continue
+		}
+		fmt.Printf("FAIL %s: %s", target, indent(res[i].out))
+		bad = append(bad, target)
+		fail("host", "cross-build "+target)
+	}
+	if len(bad) == 0 {
+		note("cross-builds: all %d targets build and vet cleanly (%s)", len(crossTargets), time.Since(t0).Round(time.Second))
+	} else {
+		note("cross-builds: FAILED on %d of %d targets: %s (%s)", len(bad), len(crossTargets),
+			strings.Join(bad, " "), time.Since(t0).Round(time.Second))
+	}
+	out, err := exec.Command("go", "mod", "tidy", "-diff").CombinedOutput()
+	if err != nil {
+		fmt.Printf("go mod tidy -diff: %v\n%s", err, indent(headLines(out, 30)))
+		note("go mod tidy -diff: FAILED")
+		fail("host", "go mod tidy -diff")
+	} else {
+		fmt.Println("go mod tidy -diff: go.mod and go.sum are tidy")
+	}
+}
+
+// headLines returns the first n lines of b.
+func headLines(b []byte, n int) string {
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n")+"\n", "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], fmt.Sprintf("... (%d more lines)\n", len(lines)-n-1))
+	}
+	return strings.Join(lines, "")
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package kernel fetches Debian kernel packages for the VM harness and
 // resolves module dependency closures from their modules.dep.
 //
