@@ -818,7 +818,7 @@ func crossChecks() {
 			fmt.Printf("ok   %s\n", target)
 			continue
 		}
-		fmt.Printf("FAIL %s: %s", target, indent(res[i].out))
+		fmt.Printf("FAIL %s\n%s", target, indent(res[i].out))
 		bad = append(bad, target)
 		fail("host", "cross-build "+target)
 	}
