@@ -199,11 +199,12 @@ func run() error {
 			return nil
 		}
 		stage("unit tests (host)")
+		t0 := time.Now()
 		t, err := goTestJSON("host", false, nil, "test", "-count=1", "-json", "./...")
 		if err != nil {
 			note("unit tests: %v", err)
 		}
-		note("unit tests on the host: %s", t)
+		note("unit tests on the host: %s (%s)", t, time.Since(t0).Round(time.Second))
 		total.add(t)
 		if *flagShort && failed() {
 			notePackages("host")
@@ -214,11 +215,12 @@ func run() error {
 			// one whose allocation tests mean something: under -race,
 			// sync.Pool drops items at random and those tests skip.
 			stage("unit tests (host, -race)")
+			t0 := time.Now()
 			t, err := goTestJSON("host", true, []string{"CGO_ENABLED=1"}, "test", "-race", "-count=1", "-json", "./...")
 			if err != nil {
 				note("unit tests with -race: %v", err)
 			}
-			note("unit tests on the host with -race: %s", t)
+			note("unit tests on the host with -race: %s (%s)", t, time.Since(t0).Round(time.Second))
 			total.add(t)
 		}
 		notePackages("host")
