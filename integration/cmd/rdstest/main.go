@@ -44,7 +44,7 @@ var (
 	flagVerbose  = flag.Bool("v", false, "print the full output of passing tests too")
 	flagParallel = flag.Int("p", 2, "integration test packages run in parallel (each boots one or two VMs)")
 	flagRace     = flag.Bool("race", true, "also run the host unit tests with -race, and build the -race-pkgs integration packages with -race")
-	flagRacePkgs = flag.String("race-pkgs", "./integration/rdmafaults,./integration/rdmaatomics,./integration/twovmrdma",
+	flagRacePkgs = flag.String("race-pkgs", "./integration/rdmafaults,./integration/rdmaatomics,./integration/twovmrdma,./integration/twovmhostile",
 		"integration packages whose VM tests run built with -race (with -race); packages whose rdsvm.json says \"race\": true always do")
 	flagCross   = flag.Bool("cross", true, "with -unit: go build and go vet ./... for every cross-build target, and go mod tidy -diff")
 	flagResults = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
