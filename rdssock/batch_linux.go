@@ -300,6 +300,11 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 	if len(ms) == 0 {
 		return 0, nil
 	}
+	for i := range ms {
+		if err := c.warmedUp(ctx, ms[i].Addr); err != nil {
+			return 0, opError("write", c.LocalAddr(), addrOrNil(ms[i].Addr), c.pollErr(err))
+		}
+	}
 	op, err := getBatch(ms, flags, true, false)
 	if err != nil {
 		return 0, opError("write", c.LocalAddr(), nil, err)
