@@ -302,7 +302,7 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 		return 0, nil
 	}
 	for i := range ms {
-		if err := c.warmedUp(ctx, ms[i].Addr); err != nil {
+		if err := c.warmedUp(ctx, ms[i].Addr, flags); err != nil {
 			return 0, opError("write", c.LocalAddr(), addrOrNil(ms[i].Addr), c.pollErr(err))
 		}
 	}

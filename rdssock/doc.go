@@ -63,7 +63,9 @@
 // error, and the warm-up goes on for the next one); concurrent first sends
 // to one peer share one warm-up; later
 // sends to that peer look it up without allocating and go straight to the
-// kernel. Pings (sends to port 0) never wait, and loopback and InfiniBand
+// kernel. A send with MSG_DONTWAIT does not wait: it fails with EAGAIN
+// until the warm-up it started is done. Pings (sends to port 0) never
+// wait, and loopback and InfiniBand
 // connections, which have one path, need no warm-up.
 //
 // If the peer does not answer within 3 seconds (its net.rds.ping_enable is

@@ -312,7 +312,7 @@ func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPo
 }
 
 func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
-	if err := c.warmedUp(ctx, to); err != nil {
+	if err := c.warmedUp(ctx, to, flags); err != nil {
 		return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
 	}
 	op := getOp(b, oob, flags)

@@ -260,8 +260,10 @@ func (c *Conn) closeWarmUps() {
 // warmedUp returns once the connection to the destination of a send to to
 // (the Connect address if to is zero) is up, as a blocking C socket's send
 // would, bringing it up first on this Conn's first send there. Sends to
-// port 0 (pings) do not wait. Once a peer is known, it allocates nothing.
-func (c *Conn) warmedUp(ctx context.Context, to netip.AddrPort) error {
+// port 0 (pings) do not wait. A send with MSG_DONTWAIT (flags) does not
+// wait either: it starts the warm-up and fails with EAGAIN until it is
+// done. Once a peer is known, it allocates nothing.
+func (c *Conn) warmedUp(ctx context.Context, to netip.AddrPort, flags int) error {
 	if c.warm.off.Load() {
 		return nil
 	}
@@ -278,7 +280,7 @@ func (c *Conn) warmedUp(ctx context.Context, to netip.AddrPort) error {
 	if c.warm.isReady(to.Addr()) {
 		return nil
 	}
-	return c.warmUpSlow(ctx, to.Addr())
+	return c.warmUpSlow(ctx, to.Addr(), flags&unix.MSG_DONTWAIT != 0)
 }
 
 func (w *warmUps) isReady(peer netip.Addr) bool {
@@ -303,8 +305,9 @@ func (w *warmUps) markReadyLocked(peer netip.Addr) {
 }
 
 // warmUpSlow starts the warm-up for peer, or joins the one in progress,
-// and waits for it within the send's context and write deadline.
-func (c *Conn) warmUpSlow(ctx context.Context, peer netip.Addr) error {
+// and waits for it within the send's context and write deadline (or not at
+// all, with dontWait).
+func (c *Conn) warmUpSlow(ctx context.Context, peer netip.Addr, dontWait bool) error {
 	w := &c.warm
 	local := c.LocalAddrPort()
 	if !local.IsValid() || w.cancel == nil {
@@ -337,6 +340,14 @@ func (c *Conn) warmUpSlow(ctx context.Context, peer netip.Addr) error {
 	}
 	w.mu.Unlock()
 
+	if dontWait {
+		select {
+		case <-call.done:
+			return call.err
+		default:
+			return wrapSyscall("sendmsg", unix.EAGAIN, "the connection to "+peer.String()+" is being brought up (Config.NoAutoWarmUp)")
+		}
+	}
 	var ctxDone <-chan struct{}
 	if ctx != nil {
 		ctxDone = ctx.Done()

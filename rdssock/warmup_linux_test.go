@@ -29,10 +29,10 @@ func TestWarmedUpKnownPeerAllocs(t *testing.T) {
 		t.Fatal("an unknown peer is found ready")
 	}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if err := a.warmedUp(nil, known); err != nil {
+		if err := a.warmedUp(nil, known, 0); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.warmedUp(nil, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), 0)); err != nil {
+		if err := a.warmedUp(nil, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), 0), 0); err != nil {
 			t.Fatal(err) // a ping: no warm-up
 		}
 	})

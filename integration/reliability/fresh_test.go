@@ -451,3 +451,61 @@ func TestFreshConnectionAutoWarmUp(t *testing.T) {
 		})
 	}
 }
+
+// pingEnable is the sysctl that lets the kernel answer RDS pings, its own
+// handshake probes included. It is global, not per namespace.
+const pingEnable = "/proc/sys/net/rds/ping_enable"
+
+// TestFreshConnectionPingDisabled shows the automatic warm-up's bound: with
+// net.rds.ping_enable 0 no ping is answered, so each sender's first send
+// waits for the warm-up to give up (3 s), WarmUpTimeouts counts it, and the
+// messages go out anyway. Without an answered handshake probe the kernels
+// never learn a path count, so every message stays on path 0: one-way
+// traffic still arrives exactly once and in order.
+func TestFreshConnectionPingDisabled(t *testing.T) {
+	vmtest.Require(t)
+	hi, hp := handles(t)
+	old, err := os.ReadFile(pingEnable)
+	if err != nil {
+		t.Fatalf("read %s: %v", pingEnable, err)
+	}
+	if err := os.WriteFile(pingEnable, []byte("0"), 0); err != nil {
+		t.Fatalf("write %s: %v", pingEnable, err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(pingEnable, old, 0); err != nil {
+			t.Errorf("restore %s: %v", pingEnable, err)
+		}
+	})
+	const (
+		reps = 3
+		n    = 200
+	)
+	dir := freshDirections[0] // smaller-to-larger
+	var total result
+	failed := 0
+	for i := range reps {
+		from, to := dir.pair(t, hi, hp)
+		start := time.Now()
+		o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
+		took := time.Since(start)
+		total.add(o.res)
+		t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; %d warm-ups gave up; took %v",
+			i, from, to, o.res.accepted, o.res.received, o.res.dup, o.res.reordered, o.res.lost, o.pings, o.warmUpTimeouts, took.Round(time.Millisecond))
+		if !o.res.clean() {
+			failed++
+			t.Errorf("run %d %v -> %v with ping_enable 0: %+v; RDS counters: %s", i, from, to, o.res, o.deltas)
+		}
+		if o.warmUpTimeouts != uint64(len(o.senders)) {
+			t.Errorf("run %d: %d warm-ups gave up, want %d (one per sender)", i, o.warmUpTimeouts, len(o.senders))
+		}
+		if took < 3*time.Second {
+			t.Errorf("run %d took %v: the first send did not wait for the warm-up's bound of 3s", i, took)
+		}
+	}
+	outcome := fmt.Sprintf("%d of %d runs exactly-once in order with ping_enable 0 (warm-up gave up, sent anyway)", reps-failed, reps)
+	if failed > 0 {
+		outcome = "FAILED: " + outcome
+	}
+	logLine(t, "fresh-connection-ping-disabled", total, outcome)
+}
