@@ -60,13 +60,12 @@
 // pings the peer from temporary sockets until the kernel answers and waits
 // for the connection's TCP paths. The send's deadline or context bounds
 // its wait (a send whose deadline passes first fails with the deadline's
-// error, and the warm-up goes on for the next one); concurrent first sends
-// to one peer share one warm-up; later
-// sends to that peer look it up without allocating and go straight to the
-// kernel. A send with MSG_DONTWAIT does not wait: it fails with EAGAIN
-// until the warm-up it started is done. Pings (sends to port 0) never
-// wait, and loopback and InfiniBand
-// connections, which have one path, need no warm-up.
+// error, and the warm-up goes on for the next one). Concurrent first sends
+// to one peer share one warm-up; later sends to that peer look it up
+// without allocating and go straight to the kernel. A send with
+// MSG_DONTWAIT does not wait: it fails with EAGAIN until the warm-up it
+// started is done. Pings (sends to port 0) never wait, and loopback and
+// InfiniBand connections, which have one path, need no warm-up.
 //
 // If the peer does not answer within 3 seconds (its net.rds.ping_enable is
 // 0, or it is unreachable), or the paths have not settled within 10
