@@ -38,16 +38,19 @@ import (
 // probe is (1/8)^warmUpPingers. It then waits until this end lists a TCP
 // socket for every path (and, where the peer's end is visible too, as
 // between namespaces of one kernel, that end as well), or the count has
-// stopped changing (a peer without multipath uses one path). Loopback and
-// InfiniBand connections have one path and need no warm-up.
+// stopped changing (a peer without multipath uses one path; see bringUp
+// for how a single path is told from a handshake not yet done). Loopback
+// and InfiniBand connections have one path and need no warm-up.
 
 // tcpPaths is how many TCP connections (paths) an RDS/TCP connection
 // between two multipath-capable kernels uses (RDS_MPATH_WORKERS).
 const tcpPaths = 8
 
 const (
-	// warmUpPingers is how many temporary sockets ping the peer.
+	// warmUpPingers is how many temporary sockets ping the peer in a
+	// round, warmUpRounds how many rounds there are at most.
 	warmUpPingers = 4
+	warmUpRounds  = 3
 	// pingInterval is how long a warm-up waits for an answer before it
 	// pings again.
 	pingInterval = 200 * time.Millisecond
@@ -91,9 +94,27 @@ func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error {
 	return fmt.Errorf("rdssock: warm-up %v -> %v: %w", local, peer, err)
 }
 
-// bringUp is WarmUp. With answerWait above zero, it waits at most that
-// long for the answers. It reports whether every ping was answered.
+// bringUp is WarmUp. With answerWait above zero, each round waits at most
+// that long for the answers. It reports whether every ping was answered.
+//
+// A round pings from new temporary sockets and then waits for the paths.
+// If this end never shows a second path, c_npaths may still be 0 (every
+// temporary socket had hash 0, or the kernel's one probe went unanswered),
+// so up to warmUpRounds rounds ping from new sockets, whose new hashes
+// trigger the probe again; a peer without multipath ends the last round.
 func bringUp(ctx context.Context, local, peer netip.Addr, cfg *Config, answerWait time.Duration) (answered bool, err error) {
+	for round := 1; ; round++ {
+		multipath, err := bringUpRound(ctx, local, peer, cfg, answerWait)
+		if err != nil || multipath || round == warmUpRounds {
+			return err == nil || answered, err
+		}
+		answered = true
+	}
+}
+
+// bringUpRound is one round of bringUp. It reports whether this end of the
+// connection showed more than one path (or needs none).
+func bringUpRound(ctx context.Context, local, peer netip.Addr, cfg *Config, answerWait time.Duration) (multipath bool, err error) {
 	var socks [warmUpPingers]*Conn
 	defer func() {
 		for _, s := range socks {
@@ -128,7 +149,7 @@ func bringUp(ctx context.Context, local, peer netip.Addr, cfg *Config, answerWai
 	if tr, err := socks[0].Transport(); err != nil || tr != TransportTCP {
 		return true, err
 	}
-	return true, waitPaths(ctx, socks[0], local, peer)
+	return waitPaths(ctx, socks[0], local, peer)
 }
 
 // pingUntilAnswered pings peer from s every pingInterval until the kernel
@@ -162,15 +183,29 @@ func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 }
 
 // waitPaths waits until the RDS/TCP connection local -> peer has its TCP
-// paths (see the comment at the top of this file). It reads the kernel's
-// TCP socket table through s, a socket in the connection's namespace.
-func waitPaths(ctx context.Context, s *Conn, local, peer netip.Addr) error {
+// paths (see the comment at the top of this file), or their count has not
+// changed for pathsSettle. It reads the kernel's tables through s, a
+// socket in the connection's namespace, and reports whether this end has
+// more than one path, which proves the handshake done: the smaller
+// address connects, and the larger accepts, paths above 0 only once it
+// knows c_npaths. A connection that the kernel gave the loopback transport
+// (a TCP socket sending to an address of its own host) needs nothing.
+func waitPaths(ctx context.Context, s *Conn, local, peer netip.Addr) (bool, error) {
 	local, peer = local.WithZone("").Unmap(), peer.WithZone("").Unmap()
+	conns, err := s.Connections6()
+	if err != nil {
+		return false, err
+	}
+	for _, c := range conns {
+		if c.Local.WithZone("").Unmap() == local && c.Remote.WithZone("").Unmap() == peer && c.Transport != "tcp" {
+			return true, nil
+		}
+	}
 	last, since := -1, time.Now()
 	for {
 		socks, err := s.TCPSockets6()
 		if err != nil {
-			return err
+			return false, err
 		}
 		mine, theirs := 0, 0
 		for _, t := range socks {
@@ -183,23 +218,18 @@ func waitPaths(ctx context.Context, s *Conn, local, peer netip.Addr) error {
 			}
 		}
 		switch state := mine<<8 | theirs; {
-		case mine == 0:
-			// The answer came, but no TCP connection carries it: a
-			// TCP socket sending to an address of its own host uses
-			// the loopback transport.
-			return nil
 		case mine >= tcpPaths && (theirs == 0 || theirs >= tcpPaths):
-			return nil
+			return true, nil
 		case state != last:
 			last, since = state, time.Now()
 		case time.Since(since) >= pathsSettle:
-			return nil
+			return mine > 1, nil
 		}
 		t := time.NewTimer(20 * time.Millisecond)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%d of %d TCP paths up: %w", mine, tcpPaths, ctx.Err())
+			return false, fmt.Errorf("%d of %d TCP paths up: %w", mine, tcpPaths, ctx.Err())
 		case <-t.C:
 		}
 	}
