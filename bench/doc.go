@@ -17,6 +17,14 @@
 //	rdma-target  register a region once with RDS_CMSG_RDMA_MAP, drain the socket
 //	rdma-init    RDMA WRITEs with notify, depth outstanding; completions per second
 //
+// A second C program, bench/cbaseline/rdsstress.c, is a load generator of
+// the rds-stress shape (forked tasks, one poll() loop per socket; rr,
+// oneway, RDMA WRITE and READ with immediate data) to measure rdscat
+// stress against; Run does not drive it yet. Its real-kernel test runs on
+// the host and boots the VM itself:
+//
+//	go test -tags cbaseline -run TestCStress -v ./bench/cbaseline/rdsstresstest
+//
 // # Driver
 //
 // Run starts the workers as separate processes inside the rdsvm guest

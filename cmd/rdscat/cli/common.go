@@ -79,26 +79,23 @@ func bracket(s string) string {
 type sockFlags struct {
 	netns     string
 	transport string
-	sndbuf    int
-	rcvbuf    int
+	sndbuf    sizeValue
+	rcvbuf    sizeValue
 	busyPoll  time.Duration
 }
 
 func (s *sockFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&s.netns, "netns", "", "run in the named network namespace (`NAME` as in ip netns, /run/netns/NAME)")
 	fs.StringVar(&s.transport, "transport", "auto", "RDS transport: auto, tcp or ib (auto: ib where the address has an RDMA device, else tcp)")
-	fs.IntVar(&s.sndbuf, "sndbuf", 0, "socket send buffer in `BYTES` (0: system default; a message may be about half of it)")
-	fs.IntVar(&s.rcvbuf, "rcvbuf", 0, "socket receive buffer in `BYTES` (0: system default)")
+	fs.Var(&s.sndbuf, "sndbuf", "socket send buffer in `BYTES` (4096, 64k, 8m; 0: system default; a message may be about half of it)")
+	fs.Var(&s.rcvbuf, "rcvbuf", "socket receive buffer in `BYTES` (4096, 64k, 8m; 0: system default)")
 	fs.DurationVar(&s.busyPoll, "busy-poll", 0, "retry an empty receive for up to `DURATION` before waiting: lower latency, more CPU (0: wait at once)")
 }
 
 // config builds a rdssock.Config. The returned namespace (nil for the
 // current one) must be closed by the caller after the socket is made.
 func (s *sockFlags) config() (*rdssock.Config, *netlinkcfg.Namespace, error) {
-	cfg := &rdssock.Config{SendBuffer: s.sndbuf, ReceiveBuffer: s.rcvbuf, BusyPoll: s.busyPoll}
-	if s.sndbuf < 0 || s.rcvbuf < 0 {
-		return nil, nil, usagef("-sndbuf and -rcvbuf must not be negative")
-	}
+	cfg := &rdssock.Config{SendBuffer: int(s.sndbuf), ReceiveBuffer: int(s.rcvbuf), BusyPoll: s.busyPoll}
 	if s.busyPoll < 0 {
 		return nil, nil, usagef("-busy-poll must not be negative (0 waits at once)")
 	}
@@ -185,10 +182,22 @@ func explain(err error, ap netip.AddrPort) error {
 	return err
 }
 
-// sizeValue is a flag holding a byte count: 4096, 64k, 1m (powers of 1024).
+// sizeValue is a flag holding a byte count: 4096, 64k, 1m (powers of
+// 1024). Every byte-count flag of rdscat uses it, so all accept the same
+// forms.
 type sizeValue int
 
-func (v *sizeValue) String() string { return strconv.Itoa(int(*v)) }
+// String prints the size as the flag takes it, with k or m when exact.
+func (v *sizeValue) String() string {
+	n := int(*v)
+	switch {
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + "m"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + "k"
+	}
+	return strconv.Itoa(n)
+}
 
 func (v *sizeValue) Set(s string) error {
 	n, err := parseSize(s)
@@ -199,6 +208,11 @@ func (v *sizeValue) Set(s string) error {
 	return nil
 }
 
+// maxSize is the largest byte count a size flag takes (1 GiB): more than
+// any RDS message or socket buffer, and within the kernel's int.
+const maxSize = 1 << 30
+
+// parseSize parses a byte count: digits with an optional k, kib, m or mib.
 func parseSize(s string) (int, error) {
 	t := strings.ToLower(strings.TrimSpace(s))
 	mult := 1
@@ -209,8 +223,8 @@ func parseSize(s string) (int, error) {
 		mult, t = 1<<20, strings.TrimSuffix(strings.TrimSuffix(t, "ib"), "m")
 	}
 	n, err := strconv.Atoi(t)
-	if err != nil || n < 0 || n > 1<<30 {
-		return 0, fmt.Errorf("want a byte count such as 4096, 64k or 1m")
+	if err != nil || n < 0 || n > maxSize/mult {
+		return 0, fmt.Errorf("want a byte count such as 4096, 64k or 1m, at most 1024m")
 	}
 	return n * mult, nil
 }

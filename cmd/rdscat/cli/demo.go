@@ -11,7 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -35,12 +39,16 @@ Where it runs:
     namespace "rdscat-demo" joined by a veth pair (198.18.0.1 here,
     198.18.0.2 there) and removes them afterwards; otherwise it uses
     127.0.0.1. RDS/IB runs only where an RDMA device is configured.
-  - Otherwise it boots Debian's stock kernel in qemu: it must be run from a
-    clone of github.com/go-rds/rds (it builds the VM runner from
-    integration/cmd/rdsvm and a static rdscat with go build), downloads the
-    kernel packages once into ~/.cache/go-rds-vm, installs qemu with apt-get
-    when missing (as root), and runs "rdscat demo -in-vm" inside the VM,
-    where the RDS modules are loaded and Soft-RoCE is set up.
+  - Otherwise it boots Debian's stock kernel in qemu. It builds the VM
+    runner (integration/cmd/rdsvm) and a static rdscat with go build from
+    the source this rdscat was itself built from, never from the current
+    directory: that source must hold the go.mod of github.com/go-rds/rds,
+    be owned by you or root and not be writable by others (so run it as
+    "go run ./cmd/rdscat demo" from a clone). It downloads the kernel
+    packages once into ~/.cache/go-rds-vm; as root it installs missing
+    host packages (qemu, dpkg, kmod) with apt-get, printing the commands
+    first (-no-install: only print them); and runs "rdscat demo -in-vm"
+    inside the VM, where the RDS modules are loaded and Soft-RoCE is set up.
 
 Examples:
   go run ./cmd/rdscat demo          from the repository root
@@ -52,6 +60,7 @@ Examples:
 			fs.BoolVar(&o.vm, "vm", false, "boot the VM even if this kernel has RDS")
 			fs.StringVar(&o.kernel, "kernel", "", "Debian kernel for the VM: 6.1 (default) or 6.12")
 			fs.DurationVar(&o.vmTimeout, "vm-timeout", 10*time.Minute, "give up on the VM after this long (includes the first kernel download)")
+			fs.BoolVar(&o.noInstall, "no-install", false, "never install host packages; say what to install instead")
 			return o.run
 		},
 	})
@@ -62,6 +71,7 @@ type demoOpts struct {
 	vm        bool
 	kernel    string
 	vmTimeout time.Duration
+	noInstall bool
 }
 
 // exitStatus carries a child's exit code through Main unchanged.
@@ -353,7 +363,10 @@ func (o *demoOpts) runVM(e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := hostTools(e); err != nil {
+	if _, err := exec.LookPath("go"); err != nil {
+		return errors.New("the VM demo builds its runner with the go command, which is not on PATH: install Go (https://go.dev/dl)")
+	}
+	if err := hostTools(e, o.noInstall); err != nil {
 		return err
 	}
 	cache, err := cacheDir()
@@ -369,7 +382,9 @@ func (o *demoOpts) runVM(e *env) error {
 	for out, pkg := range map[string]string{rdsvm: "./integration/cmd/rdsvm", rdscat: "./cmd/rdscat"} {
 		b := exec.CommandContext(e.ctx, "go", "build", "-o", out, pkg)
 		b.Dir = root
-		b.Env = append(os.Environ(), "CGO_ENABLED=0")
+		// Only the module's own go.mod: no workspace file above it, no
+		// -modfile or other flags from the environment.
+		b.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
 		if msg, err := b.CombinedOutput(); err != nil {
 			return fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
 		}
@@ -407,33 +422,73 @@ func (o *demoOpts) runVM(e *env) error {
 	return fmt.Errorf("run the VM: %w", err)
 }
 
-// moduleRoot finds the root of a github.com/go-rds/rds checkout: the VM
-// runner is built from its source.
+// moduleRoot returns the source directory of the module this binary was
+// built from, the only code the VM demo builds and runs (possibly as
+// root). It never looks at the current directory: a go.mod found there,
+// or above it, says nothing about who wrote the code next to it.
+//
+// Where the binary came from: runtime.Caller reports the path the compiler
+// read this very file from, compiled into the binary. For "go run
+// ./cmd/rdscat demo" and "go build" in a clone that is the clone; for "go
+// install ...@version" it is the read-only module cache. Unlike "go env
+// GOMOD", it does not depend on the caller's directory, and unlike the
+// build info's settings (which hold VCS data, not a path) it names the
+// directory. A binary built with -trimpath has no such path and is
+// refused. The directory must then hold a go.mod naming the module the
+// build info names as main, be owned by the invoking user or root, and not
+// be writable by others.
 func moduleRoot() (string, error) {
-	if out, err := exec.Command("go", "env", "GOMOD").Output(); err == nil {
-		if p := strings.TrimSpace(string(out)); p != "" && p != os.DevNull && isOurModule(p) {
-			return filepath.Dir(p), nil
-		}
-	} else if errors.Is(err, exec.ErrNotFound) {
-		return "", errors.New("the VM demo builds its runner with the go command, which is not on PATH: install Go (https://go.dev/dl)")
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", errors.New("this rdscat carries no build information, so the VM demo cannot tell which source it came from: run it from a clone of " + modulePath + ": go run ./cmd/rdscat demo")
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
+	_, file, _, _ := runtime.Caller(0)
+	sudo := -1
+	if n, err := strconv.Atoi(os.Getenv("SUDO_UID")); err == nil && os.Geteuid() == 0 {
+		sudo = n
 	}
-	for {
-		if p := filepath.Join(dir, "go.mod"); isOurModule(p) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("this kernel has no RDS, and the VM demo must run from a clone of " + modulePath +
-				": git clone https://" + modulePath + " && cd rds && go run ./cmd/rdscat demo")
-		}
-		dir = parent
-	}
+	return checkModuleRoot(bi.Main.Path, file, os.Geteuid(), sudo)
 }
 
+// demoFile is this file's path inside the module.
+const demoFile = "cmd/rdscat/cli/demo.go"
+
+// checkModuleRoot derives the module root from file, the compiled-in path
+// of demo.go, and checks it (see moduleRoot). Directories owned by euid,
+// by root, or by sudoUID (the user who ran sudo, or -1) are accepted.
+func checkModuleRoot(mainPath, file string, euid, sudoUID int) (string, error) {
+	clone := "git clone https://" + modulePath + " && cd rds && go run ./cmd/rdscat demo"
+	if mainPath != modulePath {
+		return "", fmt.Errorf("this binary's main module is %q, not %s: the VM demo builds only from rdscat's own module; run it from a clone: %s", mainPath, modulePath, clone)
+	}
+	if !filepath.IsAbs(file) || !strings.HasSuffix(filepath.ToSlash(file), "/"+demoFile) {
+		return "", fmt.Errorf("this rdscat was built without its source path (-trimpath?), so the VM demo cannot tell which source to build: run it from a clone: %s", clone)
+	}
+	root := filepath.Clean(strings.TrimSuffix(file, demoFile))
+	gomod := filepath.Join(root, "go.mod")
+	if !isOurModule(gomod) {
+		return "", fmt.Errorf("%s, the module this rdscat was built from, no longer holds the go.mod of %s: rebuild rdscat from a clone: %s", root, modulePath, clone)
+	}
+	for _, p := range []string{root, gomod} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return "", err
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		if !ok {
+			return "", fmt.Errorf("%s: no owner information", p)
+		}
+		if own := int(sys.Uid); own != euid && own != 0 && own != sudoUID {
+			return "", fmt.Errorf("%s is owned by uid %d, neither you (uid %d) nor root: the VM demo builds and runs only code you or root own", p, own, euid)
+		}
+		if st.Mode().Perm()&0o002 != 0 {
+			return "", fmt.Errorf("%s is writable by every user (mode %v): the VM demo will not build from it; chmod o-w %s", p, st.Mode().Perm(), p)
+		}
+	}
+	return root, nil
+}
+
+// isOurModule reports whether gomod's module line names modulePath.
 func isOurModule(gomod string) bool {
 	b, err := os.ReadFile(gomod)
 	if err != nil {
@@ -449,7 +504,7 @@ func isOurModule(gomod string) bool {
 
 // hostTools makes sure qemu and the tools that unpack Debian kernels are
 // present, installing them with apt-get as root.
-func hostTools(e *env) error {
+func hostTools(e *env, noInstall bool) error {
 	need := map[string]string{"qemu-system-x86_64": "qemu-system-x86", "dpkg-deb": "dpkg", "depmod": "kmod"}
 	var missing []string
 	for tool, pkg := range need {
@@ -463,10 +518,11 @@ func hostTools(e *env) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	if !isRoot() {
-		return fmt.Errorf("the VM demo needs %s: install with: sudo apt-get install %s", strings.Join(missing, ", "), strings.Join(missing, " "))
+	install := "apt-get install -y --no-install-recommends " + strings.Join(missing, " ")
+	if !isRoot() || noInstall {
+		return fmt.Errorf("the VM demo needs %s: install with: sudo apt-get update && sudo %s", strings.Join(missing, ", "), install)
 	}
-	fmt.Fprintf(e.stdout, "demo: installing %s with apt-get\n", strings.Join(missing, " "))
+	fmt.Fprintf(e.stdout, "demo: %s missing; installing as root now (-no-install to refuse):\n  apt-get update\n  %s\n", strings.Join(missing, ", "), install)
 	for _, args := range [][]string{{"update"}, append([]string{"install", "-y", "--no-install-recommends"}, missing...)} {
 		c := exec.CommandContext(e.ctx, "apt-get", args...)
 		c.Stdout, c.Stderr = e.stderr, e.stderr

@@ -194,29 +194,15 @@ func sendRetry(e *env, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.D
 	}
 }
 
-// drain waits until the kernel has sent, and the peers have acknowledged,
-// every message queued on c: closing an RDS socket discards what is still
-// queued. It watches the send and retransmit tables for c's address.
+// drain waits until the kernel has sent, and the peers' kernels have
+// acknowledged, every message queued on c: closing an RDS socket discards
+// what is still queued.
 func drain(e *env, c *rdssock.Conn, wait time.Duration) error {
-	local := c.LocalAddrPort()
-	v6 := local.Addr().Is6()
-	tables := []rdssock.InfoTable{rdssock.InfoSendMessages, rdssock.InfoRetransMessages}
-	if v6 {
-		tables = []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages}
-	}
 	deadline := time.Now().Add(wait)
 	for {
-		pending := 0
-		for _, t := range tables {
-			ms, err := c.Messages(t)
-			if err != nil {
-				return fmt.Errorf("wait for queued messages: %w", err)
-			}
-			for _, m := range ms {
-				if m.Local == local || (v6 && m.Local.Addr().Unmap() == local.Addr().Unmap() && m.Local.Port() == local.Port()) {
-					pending++
-				}
-			}
+		pending, err := unacked(c)
+		if err != nil {
+			return fmt.Errorf("wait for queued messages: %w", err)
 		}
 		if pending == 0 {
 			return nil
@@ -230,4 +216,29 @@ func drain(e *env, c *rdssock.Conn, wait time.Duration) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// unacked counts the messages from c's address that the kernel still
+// holds: not yet sent, or sent and not acknowledged by the peer's kernel.
+// It reads the send and retransmit tables.
+func unacked(c *rdssock.Conn) (int, error) {
+	local := c.LocalAddrPort()
+	v6 := local.Addr().Is6()
+	tables := []rdssock.InfoTable{rdssock.InfoSendMessages, rdssock.InfoRetransMessages}
+	if v6 {
+		tables = []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages}
+	}
+	pending := 0
+	for _, t := range tables {
+		ms, err := c.Messages(t)
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range ms {
+			if m.Local == local || (v6 && m.Local.Addr().Unmap() == local.Addr().Unmap() && m.Local.Port() == local.Port()) {
+				pending++
+			}
+		}
+	}
+	return pending, nil
 }

@@ -35,7 +35,7 @@ Examples:
   rdscat rdma -read -size 16k 10.22.0.1:4100 10.22.0.2:4100`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
 			o := &rdmaOpts{size: 4096}
-			fs.Var(&o.size, "size", "bytes to transfer (up to 1m; keep it modest on Soft-RoCE)")
+			fs.Var(&o.size, "size", "`BYTES` to transfer (up to 1m; keep it modest on Soft-RoCE)")
 			fs.BoolVar(&o.read, "read", false, "RDMA READ from the client's buffer instead of WRITE into it")
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "give up on any step after this long")
 			return o.run

@@ -27,8 +27,19 @@ without it, to the address this host would use to reach DEST and a free port.
 Before the first message, send RDS-pings DEST until its kernel answers
 (-warmup), so that the connection is up: on the kernels tested the first
 message on a new RDS/TCP connection was sometimes lost. Before exiting, send
-waits until the peer has acknowledged every message, because closing an RDS
-socket discards what is still queued.
+waits until the peer host has acknowledged every message, because closing
+an RDS socket discards what is still queued.
+
+An acknowledgement does not mean a socket received the message: it means
+the peer host took it (on RDS/TCP its TCP stack received the bytes, on
+RDS/IB its RDS layer the message). The peer's kernel looks for a socket
+bound at DEST only afterwards, and when none is bound it drops the message
+and counts recv_drop_no_sock there; RDS never tells the sender. So exit
+status 0 says "acknowledged", not "delivered". To know more: -reply waits
+for an answer from the program at DEST (no answer is an error); -v prints
+this host's RDS receive counters over the run, which show a drop when DEST
+is on this host (loopback or another network namespace); on another host,
+look at "rdscat info counters" there.
 
 Messages are limited to 1 MiB; above about 100 KiB the send buffer is raised
 to fit (-sndbuf), which as a non-root user net.core.wmem_max may cap.
@@ -67,12 +78,12 @@ func (o *sendOpts) register(fs *flag.FlagSet) {
 	fs.Var(&o.chunk, "chunk", "split standard input into messages of `BYTES` (64k, 1m) instead of lines")
 	fs.Var(&o.fill, "fill", "send generated messages of `BYTES` instead of reading input (see -count)")
 	fs.IntVar(&o.count, "count", 0, "send at most `N` messages (with -fill: exactly N, default 1)")
-	fs.BoolVar(&o.reply, "reply", false, "after each message, wait for one message back and print it")
+	fs.BoolVar(&o.reply, "reply", false, "after each message, wait for one message back and print it; no reply within -timeout is an error (exit 4)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for each reply, or for a congested peer")
 	fs.DurationVar(&o.linger, "linger", 10*time.Second, "how long to wait at the end for the peer to acknowledge every message")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "before sending, RDS-ping DEST until it answers, for up to this long (0: don't)")
 	fs.UintVar(&o.tos, "tos", 0, "type of service (0-255) for the socket's messages")
-	fs.BoolVar(&o.verbose, "v", false, "report the bound address, transport and message count on standard error")
+	fs.BoolVar(&o.verbose, "v", false, "report the bound address, transport, message count and this host's RDS receive counters on standard error")
 }
 
 func (o *sendOpts) run(e *env, args []string) error {
@@ -148,6 +159,10 @@ func (o *sendOpts) run(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "rdscat: warning: no RDS ping reply from %v within %v; sending anyway (is net.rds.ping_enable 0 there?)\n", dst.Addr(), o.warmup)
 	}
 
+	var before map[string]uint64
+	if o.verbose {
+		before = recvCounters(c)
+	}
 	next := o.source(e, msgs)
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
@@ -178,9 +193,83 @@ func (o *sendOpts) run(e *env, args []string) error {
 		return err
 	}
 	if o.verbose {
-		fmt.Fprintf(e.stderr, "rdscat: %d messages sent and acknowledged\n", sent)
+		o.report(e, c, dst, sent, before)
 	}
 	return nil
+}
+
+// The receive counters that tell delivery from drop, in RDS_INFO_COUNTERS.
+var deliveryCounters = []string{"recv_queued", "recv_drop_no_sock", "recv_drop_dead_sock"}
+
+// recvCounters reads deliveryCounters, or returns nil if the kernel's
+// counters cannot be read.
+func recvCounters(c *rdssock.Conn) map[string]uint64 {
+	cs, err := c.Counters()
+	if err != nil {
+		return nil
+	}
+	m := map[string]uint64{}
+	for _, k := range cs {
+		for _, n := range deliveryCounters {
+			if k.Name == n {
+				m[n] = k.Value
+			}
+		}
+	}
+	return m
+}
+
+// report says, for -v, what the sender knows at the end: the peer host
+// acknowledged every message, which is not delivery, and what this host's
+// counters show.
+func (o *sendOpts) report(e *env, c *rdssock.Conn, dst netip.AddrPort, sent int, before map[string]uint64) {
+	fmt.Fprintf(e.stderr, "rdscat: %d messages sent; the host at %v acknowledged all of them (RDS does not tell the sender whether a socket was bound at port %d)\n", sent, dst.Addr(), dst.Port())
+	// On RDS/TCP the acknowledgement is TCP's: the peer's RDS may process
+	// the messages a little later. Give a peer on this host up to a second
+	// to count all of them (a peer elsewhere never will).
+	after := recvCounters(c)
+	for wait := time.Now().Add(time.Second); before != nil && after != nil && counted(before, after) < uint64(sent) && time.Now().Before(wait); {
+		time.Sleep(20 * time.Millisecond)
+		after = recvCounters(c)
+	}
+	if before == nil || after == nil {
+		fmt.Fprintf(e.stderr, "rdscat: to see whether they were delivered, look at recv_drop_no_sock in \"rdscat info counters\" on %v\n", dst.Addr())
+		return
+	}
+	fmt.Fprintln(e.stderr, deliveryNote(dst, sent, before, after))
+}
+
+// counted is how many messages this host queued or dropped between the
+// two readings.
+func counted(before, after map[string]uint64) uint64 {
+	var n uint64
+	for _, k := range deliveryCounters {
+		n += after[k] - before[k]
+	}
+	return n
+}
+
+// deliveryNote describes the change of this host's delivery counters
+// while sent messages went to dst. The counters are the whole host's (all
+// namespaces, all sockets): they speak for dst only when it is on this
+// host, and other traffic can move them too.
+func deliveryNote(dst netip.AddrPort, sent int, before, after map[string]uint64) string {
+	d := map[string]uint64{}
+	for _, n := range deliveryCounters {
+		d[n] = after[n] - before[n]
+	}
+	line := fmt.Sprintf("rdscat: this host's RDS receive counters during the send: recv_queued +%d, recv_drop_no_sock +%d, recv_drop_dead_sock +%d",
+		d["recv_queued"], d["recv_drop_no_sock"], d["recv_drop_dead_sock"])
+	switch drops := d["recv_drop_no_sock"] + d["recv_drop_dead_sock"]; {
+	case drops > 0:
+		line += fmt.Sprintf("\nrdscat: warning: this host's kernel dropped %d messages for want of a socket; if %v is on this host (loopback or another network namespace), nothing is bound at %v and the %d messages were lost",
+			drops, dst.Addr(), dst, sent)
+	case d["recv_queued"] >= uint64(sent) && sent > 0:
+		line += fmt.Sprintf("\nrdscat: if %v is on this host, its socket queued them; on another host, look at recv_drop_no_sock in \"rdscat info counters\" there", dst.Addr())
+	default:
+		line += fmt.Sprintf("\nrdscat: %v is on another host (nothing was queued or dropped here): look at recv_drop_no_sock in \"rdscat info counters\" there to see whether a socket received them", dst.Addr())
+	}
+	return line
 }
 
 // source returns the message iterator for the chosen input.
@@ -241,7 +330,7 @@ func (o *sendOpts) awaitReply(e *env, c *rdssock.Conn, buf []byte, dst netip.Add
 		n, from, err := readWithin(e, c, buf, o.timeout)
 		if err != nil {
 			if e.ctx.Err() == nil && errors.Is(err, contextDeadline) {
-				return timeoutf("no reply from %v within %v", dst, o.timeout)
+				return timeoutf("no reply from %v within %v\n  %s", dst, o.timeout, noReplyHint(c, dst))
 			}
 			return err
 		}
@@ -252,4 +341,17 @@ func (o *sendOpts) awaitReply(e *env, c *rdssock.Conn, buf []byte, dst netip.Add
 		out.WriteByte('\n')
 		return out.Flush()
 	}
+}
+
+// noReplyHint says what the sender knows when no reply came: whether the
+// peer host acknowledged the message, and where to look next.
+func noReplyHint(c *rdssock.Conn, dst netip.AddrPort) string {
+	n, err := unacked(c)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("is a program bound at %v that answers? (the send tables could not be read: %v)", dst, err)
+	case n > 0:
+		return fmt.Sprintf("the host at %v has not acknowledged the message yet: is it reachable, and does RDS run there?", dst.Addr())
+	}
+	return fmt.Sprintf("the host at %v acknowledged the message, but RDS acknowledges before it looks for a socket: if nothing is bound at %v, the kernel there dropped it (recv_drop_no_sock in \"rdscat info counters\" there); otherwise the program bound there did not answer", dst.Addr(), dst)
 }

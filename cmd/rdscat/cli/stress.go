@@ -47,7 +47,12 @@ data arrives. Latency is from issuing an operation to its completion
 notice; the summary counts completions by status. -verify fills every
 transfer with a pattern and checks the landed bytes (the receiver checks
 WRITEs, the sender READs). Keep -rdma-size modest on Soft-RoCE (transfers
-of 32 KiB and more were seen to stall rxe).
+of 32 KiB and more were seen to stall rxe). A receiver registers at most
+-rdma-max-mem bytes for all senders together, and frees the buffers of a
+sender task from which nothing arrived for -rdma-idle (a sender that
+crashed or hangs); both refusals are sent to the sender and logged on the
+receiver's standard error, where a receiver alone also logs each
+registration.
 
 At the end each sender task tells the receiver how many messages it sent
 and the receiver answers how many it counted; the summary shows both and
@@ -55,10 +60,13 @@ stress exits 1 if they differ. Latency percentiles come from a log-linear
 histogram with under 1% error. On a terminal a live line is printed every
 second. The role follows from the flags: -listen alone receives, -to alone
 sends, both run the two ends in one process (for loopback or two
-namespaces, see -listen-netns).
+namespaces, see -listen-netns). A receiver alone runs until interrupted
+(or with -once until one sender run has finished); -duration's default of
+5s is the sender's and applies to it only when given explicitly.
 
 Examples:
   rdscat stress -listen 10.0.0.2:4000                         receiver, runs until interrupted
+  rdscat stress -listen 10.0.0.2:4000 -duration 1m            receiver, stops after a minute
   rdscat stress -to 10.0.0.2:4000 -tasks 4 -depth 8 -duration 10s
   rdscat stress -to 10.0.0.2:4000 -mode oneway -size 64k -json
   rdscat stress -listen 127.0.0.1:4000 -to 127.0.0.1:4000 -duration 3s
@@ -67,7 +75,7 @@ Examples:
   rdscat stress -listen 10.22.0.2:4000 -to 10.22.0.2:4000 -from 10.22.0.1 -rdma write -rdma-size 16k -depth 8 -verify
   rdscat stress -to 10.22.0.2:4000 -rdma read -rdma-size 4k -tasks 2 -duration 10s -json`,
 		setup: func(fs *flag.FlagSet) func(*env, []string) error {
-			o := &stressOpts{size: 1024, ackSize: stressHeader, rdmaSize: 4096, fs: fs}
+			o := &stressOpts{size: 1024, ackSize: stressHeader, rdmaSize: 4096, rdmaMaxMem: rdmaMemCap, fs: fs}
 			o.register(fs)
 			return o.run
 		},
@@ -96,6 +104,8 @@ type stressOpts struct {
 	rdma        string
 	rdmaSize    sizeValue
 	verify      bool
+	rdmaMaxMem  sizeValue
+	rdmaIdle    time.Duration
 	fs          *flag.FlagSet
 }
 
@@ -110,7 +120,7 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.depth, "depth", 1, "requests in flight per task (rr)")
 	fs.Var(&o.size, "size", fmt.Sprintf("request or message size in `BYTES` (%d to 1m)", stressHeader))
 	fs.Var(&o.ackSize, "ack-size", "ack size in `BYTES` (rr)")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "how long to send (sender); 0 with -count: until -count. Receiver: 0 runs until interrupted or -once")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "sender: how long to send; 0 with -count: until -count. A receiver alone (-listen without -to) ignores the default and runs until interrupted or -once; given explicitly, it stops after `DURATION`")
 	fs.IntVar(&o.count, "count", 0, "messages per task; stops the task before -duration when reached (0: no limit)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "how long to wait for acks and the receiver's count at the end")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "sender: RDS-ping the receiver's host first until it answers, for up to this long (0: don't)")
@@ -121,6 +131,8 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.rdma, "rdma", "", "RDMA mode instead of -mode: `write` or read with immediate data (RDS/IB only)")
 	fs.Var(&o.rdmaSize, "rdma-size", "bytes per RDMA operation in RDMA mode (`BYTES`, 1 to 1m)")
 	fs.BoolVar(&o.verify, "verify", false, "RDMA mode: fill each transfer with a pattern and check the landed bytes")
+	fs.Var(&o.rdmaMaxMem, "rdma-max-mem", "receiver, RDMA mode: most `BYTES` registered for all senders together (0: no limit); a sender task that would exceed it is refused")
+	fs.DurationVar(&o.rdmaIdle, "rdma-idle", 30*time.Second, "receiver, RDMA mode: free a sender task's buffers when no message of it arrived for `DURATION` (0: never)")
 }
 
 // The stress wire format: a fixed header at the start of every message,
@@ -321,7 +333,8 @@ func (o *stressOpts) run(e *env, args []string) error {
 				return err
 			}
 		}
-		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{}}
+		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
+			rdmaMaxMem: int64(o.rdmaMaxMem), rdmaIdle: o.rdmaIdle, log: e.stderr, standalone: o.to == ""}
 		if o.to == "" {
 			tr, _ := c.Transport()
 			if !o.json {
@@ -344,7 +357,7 @@ func (o *stressOpts) run(e *env, args []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			recvErr <- recv.serve(ctx, e, o.duration, snd == nil)
+			recvErr <- recv.serve(ctx, e, o.receiverDuration())
 		}()
 	}
 	stopLive := make(chan struct{})
@@ -445,25 +458,55 @@ type receiver struct {
 	foreign  uint64
 	rdma     map[streamKey]*rdmaStream
 	rejected uint64
-	end      time.Time
-	allDone  chan struct{} // closed when the first run has finished
-	doneOnce sync.Once
+
+	// RDMA mode: registered memory and its limits (see stress_rdma.go).
+	rdmaMu     sync.Mutex // serialises the streams' pools: the serve loop and the idle sweep
+	rdmaMaxMem int64
+	rdmaIdle   time.Duration
+	regBytes   int64 // registered now, over all streams (r.mu)
+	regPeak    int64 // most registered at once (r.mu)
+	idleFreed  uint64
+	log        io.Writer // the receiver's notes: registrations, refusals and idle frees
+	standalone bool      // no sender in this process: log registrations too
+	end        time.Time
+	allDone    chan struct{} // closed when the first run has finished
+	doneOnce   sync.Once
 }
 
-func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration, standalone bool) error {
+// receiverDuration is how long the receiver runs by itself: 0 (until
+// interrupted, or -once) unless -duration was given on the command line
+// for a receiver alone. -duration's default is the sender's, and with both
+// ends in one process the receiver stops when the sender has finished.
+func (o *stressOpts) receiverDuration() time.Duration {
+	if o.to != "" || o.fs == nil {
+		return 0
+	}
+	given := false
+	o.fs.Visit(func(f *flag.Flag) { given = given || f.Name == "duration" })
+	if !given {
+		return 0
+	}
+	return o.duration
+}
+
+// serve receives until ctx is done, -once is satisfied, or duration (when
+// positive) has passed.
+func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) error {
 	r.mu.Lock()
 	if r.allDone == nil {
 		r.allDone = make(chan struct{})
 	}
 	r.mu.Unlock()
-	if standalone && duration > 0 {
+	if duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, duration)
 		defer cancel()
 	}
 	buf := make([]byte, maxMessage+1)
 	ack := make([]byte, maxMessage)
+	sweepDone := r.startIdleSweep(ctx)
 	defer func() {
+		sweepDone()
 		r.mu.Lock()
 		r.end = time.Now()
 		r.mu.Unlock()
@@ -1053,8 +1096,8 @@ func printStress(w io.Writer, rep *stressReport) {
 		fmt.Fprintf(w, "receiver %s (%s): %d messages, %d bytes in %.2f s (%.0f msg/s, %.2f MB/s), %d acks sent, %d runs, %d tasks finished, %d sequence errors, %d foreign\n",
 			r.Address, r.Transport, r.Received, r.ReceivedBytes, r.Seconds, r.MsgsPerSec, r.MBPerSec, r.Acks, r.Runs, r.TasksFinished, r.SeqErrors, r.Foreign)
 		if x := r.RDMA; x != nil {
-			fmt.Fprintf(w, "  rdma      %d tasks, %d buffers, %d registrations, %d verified, %d verify errors, %d bogus, %d rejected\n",
-				x.Tasks, x.Buffers, x.Registrations, x.Verified, x.VerifyErrors, x.Bogus, x.Rejected)
+			fmt.Fprintf(w, "  rdma      %d tasks, %d buffers, %d registrations, %d verified, %d verify errors, %d bogus, %d rejected, %d freed idle\n",
+				x.Tasks, x.Buffers, x.Registrations, x.Verified, x.VerifyErrors, x.Bogus, x.Rejected, x.IdleFreed)
 		}
 	}
 }

@@ -15,6 +15,13 @@ package cli
 // cookie stays the same. The sender's local memory is -depth slots per
 // task, each free again when the kernel's completion status for its
 // operation arrives.
+//
+// The receiver bounds what senders can make it register: all streams
+// together at most -rdma-max-mem bytes (a hello that would exceed it is
+// refused with the reason), and a stream from which no message arrived for
+// -rdma-idle has its buffers freed, so a sender that crashed or went quiet
+// before its fin pins nothing for long. Both are told to the sender in a
+// reject message and logged on the receiver's standard error.
 
 import (
 	"context"
@@ -55,6 +62,8 @@ const (
 	helloLen = stressHeader + 8
 	// rdmaMemCap bounds the memory one side registers or pins for one
 	// run: -tasks × -depth × -rdma-size, each buffer rounded up to pages.
+	// It is also the default of the receiver's -rdma-max-mem, the bound
+	// over all senders together.
 	rdmaMemCap = 256 << 20
 	// rdmaMaxDepth is the most buffers a receiver registers for one task.
 	rdmaMaxDepth = 4096
@@ -168,6 +177,9 @@ func rdmaTransportError(ap netip.AddrPort, tr rdssock.Transport) error {
 // rdmaStream is the receiver's state for one sender task in RDMA mode.
 type rdmaStream struct {
 	pool     *rdmaops.Pool
+	bytes    int64     // registered while pool is open: buffers × page-rounded size
+	last     time.Time // the last message of this stream (rdmaMu)
+	idle     bool      // freed for want of messages
 	op       uint8
 	size     int
 	verify   bool
@@ -228,6 +240,8 @@ func (g *stressRegistrar) Deregister(ck cmsg.Cookie, flags cmsg.Flags) error {
 // rdmaHello sets up the buffers for a sender task, or tells it why not.
 // Only a failure to answer is returned as an error.
 func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []byte, from netip.AddrPort) error {
+	r.rdmaMu.Lock()
+	defer r.rdmaMu.Unlock()
 	key := streamKey{h.run, h.task, from}
 	r.mu.Lock()
 	_, dup := r.rdma[key]
@@ -245,7 +259,21 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 			reason = fmt.Sprintf("the receiver's address %v uses the %v transport: RDMA needs an IB address (RDS_TRANS_IB)", r.c.LocalAddrPort(), tr)
 		}
 	}
-	st := &rdmaStream{op: op, size: size, verify: verify, buffers: int(h.aux)}
+	st := &rdmaStream{op: op, size: size, verify: verify, buffers: int(h.aux), last: time.Now()}
+	reserved := false
+	if reason == "" {
+		st.bytes = int64(st.buffers) * int64(pageRound(size))
+		r.mu.Lock()
+		if r.rdmaMaxMem > 0 && r.regBytes+st.bytes > r.rdmaMaxMem {
+			reason = fmt.Sprintf("%d buffers of %d bytes (%d bytes registered) would exceed the receiver's limit of %d bytes for all senders (-rdma-max-mem); %d bytes are registered for other sender tasks",
+				st.buffers, size, st.bytes, r.rdmaMaxMem, r.regBytes)
+		} else {
+			r.regBytes += st.bytes
+			r.regPeak = max(r.regPeak, r.regBytes)
+			reserved = true
+		}
+		r.mu.Unlock()
+	}
 	if reason == "" {
 		if r.rc == nil {
 			r.rc = rdmaops.New(r.c, nil, nil)
@@ -272,10 +300,14 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 	if reason != "" {
 		r.mu.Lock()
 		r.rejected++
+		if reserved {
+			r.regBytes -= st.bytes
+		}
 		r.mu.Unlock()
 		if st.pool != nil {
 			st.pool.Close()
 		}
+		fmt.Fprintf(r.log, "rdscat stress: refused RDMA to task %d of run %08x from %v: %s\n", h.task, h.run, from, reason)
 		msg := make([]byte, stressHeader, stressHeader+len(reason))
 		(&stressHdr{typ: typeRDMAReject, task: h.task, run: h.run}).put(msg)
 		msg = append(msg, reason...)
@@ -286,7 +318,12 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 	}
 	r.mu.Lock()
 	r.rdma[key] = st
+	total := r.regBytes
 	r.mu.Unlock()
+	if r.standalone {
+		fmt.Fprintf(r.log, "rdscat stress: registered %d buffers of %d bytes for task %d of run %08x from %v: %d bytes, %d bytes registered in all\n",
+			st.buffers, size, h.task, h.run, from, st.bytes, total)
+	}
 	return nil
 }
 
@@ -294,6 +331,8 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 // names is done with; check it, return it to the pool and grant one back.
 // It reports whether the message belonged to a known stream.
 func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, error) {
+	r.rdmaMu.Lock()
+	defer r.rdmaMu.Unlock()
 	key := streamKey{h.run, h.task, from}
 	r.mu.Lock()
 	st := r.rdma[key]
@@ -301,6 +340,7 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, erro
 	if st == nil || st.pool == nil {
 		return false, nil
 	}
+	st.last = time.Now()
 	b := st.pool.Buffer(int(h.aux))
 	if b == nil || b.State() != rdmaops.InTransmission {
 		r.mu.Lock()
@@ -344,15 +384,82 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, erro
 // closeRDMA frees the buffers of one stream (its sender is done with
 // them), or of all streams when key is nil.
 func (r *receiver) closeRDMA(key *streamKey) {
+	r.rdmaMu.Lock()
+	defer r.rdmaMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, st := range r.rdma {
 		if (key != nil && k != *key) || st.pool == nil {
 			continue
 		}
-		st.regs = st.pool.Stats().Registrations
-		st.pool.Close()
-		st.pool = nil
+		r.freeStream(st)
+	}
+}
+
+// freeStream closes st's pool and returns its memory to the budget. The
+// caller holds rdmaMu and mu.
+func (r *receiver) freeStream(st *rdmaStream) {
+	st.regs = st.pool.Stats().Registrations
+	st.pool.Close()
+	st.pool = nil
+	r.regBytes -= st.bytes
+}
+
+// startIdleSweep starts the goroutine that frees the buffers of streams
+// idle for longer than -rdma-idle; the returned function stops it.
+func (r *receiver) startIdleSweep(ctx context.Context) (stop func()) {
+	if r.rdmaIdle <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(min(max(r.rdmaIdle/4, 50*time.Millisecond), time.Second))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				r.expireIdle(now)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// expireIdle frees the buffers of every stream that has been silent for
+// longer than -rdma-idle, logs it, and tells its sender (one attempt: the
+// sender may be gone).
+func (r *receiver) expireIdle(now time.Time) {
+	r.rdmaMu.Lock()
+	defer r.rdmaMu.Unlock()
+	type note struct {
+		key   streamKey
+		bytes int64
+		quiet time.Duration
+	}
+	var freed []note
+	r.mu.Lock()
+	for k, st := range r.rdma {
+		if st.pool == nil || now.Sub(st.last) <= r.rdmaIdle {
+			continue
+		}
+		r.freeStream(st)
+		st.idle = true
+		r.idleFreed++
+		freed = append(freed, note{k, st.bytes, now.Sub(st.last)})
+	}
+	total := r.regBytes
+	r.mu.Unlock()
+	for _, f := range freed {
+		reason := fmt.Sprintf("no message of this task for %v (the receiver's -rdma-idle is %v): its %d registered bytes were freed", f.quiet.Round(time.Millisecond), r.rdmaIdle, f.bytes)
+		fmt.Fprintf(r.log, "rdscat stress: freed the RDMA buffers of task %d of run %08x from %v: %s; %d bytes registered in all\n", f.key.task, f.key.run, f.key.from, reason, total)
+		msg := make([]byte, stressHeader, stressHeader+len(reason))
+		(&stressHdr{typ: typeRDMAReject, task: f.key.task, run: f.key.run}).put(msg)
+		msg = append(msg, reason...)
+		_, _ = r.c.WriteMsg(msg, nil, f.key.from)
 	}
 }
 
@@ -361,7 +468,7 @@ func (r *receiver) rdmaReport() *rdmaReceiverReport {
 	if len(r.rdma) == 0 && r.rejected == 0 {
 		return nil
 	}
-	rep := &rdmaReceiverReport{Rejected: r.rejected}
+	rep := &rdmaReceiverReport{Rejected: r.rejected, IdleFreed: r.idleFreed, RegisteredBytes: r.regBytes, PeakBytes: r.regPeak}
 	for _, st := range r.rdma {
 		rep.Tasks++
 		rep.Buffers += uint64(st.buffers)
@@ -386,6 +493,11 @@ type rdmaReceiverReport struct {
 	VerifyErrors  uint64 `json:"verify_errors"` // WRITEs whose landed bytes did not
 	Bogus         uint64 `json:"bogus"`         // immediate data naming a buffer not lent out
 	Rejected      uint64 `json:"rejected"`      // hellos refused
+	IdleFreed     uint64 `json:"idle_freed"`    // streams whose buffers were freed after -rdma-idle without a message
+	// RegisteredBytes is the memory registered when the report was made;
+	// PeakBytes the most registered at once (both page-rounded).
+	RegisteredBytes int64 `json:"registered_bytes"`
+	PeakBytes       int64 `json:"peak_registered_bytes"`
 }
 
 // ---- sender ----
@@ -563,6 +675,9 @@ loop:
 			break loop
 		case <-rt.fail:
 			break loop
+		case why := <-rt.reject:
+			err = fmt.Errorf("the receiver refused RDMA: %s", why)
+			break loop
 		}
 		if sendCtx.Err() != nil {
 			rt.free <- slot
@@ -603,6 +718,20 @@ loop:
 		s.bytes.Add(uint64(o.rdmaSize))
 	}
 	s.markEnd()
+	if err == nil {
+		select {
+		case <-rt.fail:
+			// Operations fail when the receiver has freed its buffers
+			// (-rdma-idle); its reason, if it sent one, is the news.
+			// Completion notices overtake data, so give it a moment.
+			select {
+			case why := <-rt.reject:
+				err = fmt.Errorf("the receiver refused RDMA: %s", why)
+			case <-time.After(500 * time.Millisecond):
+			}
+		default:
+		}
+	}
 	if err != nil {
 		s.errs.Add(1)
 		return fmt.Errorf("task %d: %w", t.id, explain(err, s.dst))
@@ -730,10 +859,18 @@ func (o *stressOpts) checkRDMA() error {
 	if o.fs != nil {
 		o.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	}
+	if (set["rdma-max-mem"] || set["rdma-idle"]) && o.listen == "" {
+		return usagef("-rdma-max-mem and -rdma-idle limit an RDMA receiver: give them with -listen")
+	}
+	if o.rdmaIdle < 0 {
+		return usagef("-rdma-idle must not be negative (0: never free an idle sender's buffers)")
+	}
 	if o.rdma == "" {
 		switch {
 		case set["rdma-size"]:
 			return usagef("-rdma-size needs -rdma write or -rdma read")
+		case set["rdma-max-mem"] || set["rdma-idle"]:
+			return usagef("-rdma-max-mem and -rdma-idle need -rdma write or -rdma read")
 		case o.verify:
 			return usagef("-verify checks RDMA transfers: it needs -rdma write or -rdma read")
 		}
