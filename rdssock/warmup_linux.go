@@ -280,7 +280,9 @@ func (c *Conn) closeWarmUps() {
 	if w.cancel == nil {
 		return
 	}
+	w.mu.Lock() // warmUpSlow starts warm-ups under mu, after checking stop
 	w.cancel()
+	w.mu.Unlock()
 	w.running.Wait()
 	if w.netns != 0 {
 		unix.Close(w.netns)
