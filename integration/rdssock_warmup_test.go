@@ -139,10 +139,11 @@ func TestIntegrationRdssockWarmUpShared(t *testing.T) {
 		}
 	}
 	got := pings() - before
-	// The connection is up already (TestMain), so one warm-up answers in
-	// one round of 4 pings; one warm-up per send would be 32.
-	if got < 4 || got >= 2*4 {
-		t.Errorf("the kernel received %d RDS pings for %d concurrent first sends, want one warm-up's 4 to 7", got, senders)
+	// The connection is up already (TestMain), so one warm-up needs one
+	// round of 4 pings (a few more if an answer takes over 200ms and a
+	// socket pings again); a warm-up per send would be at least 32.
+	if got < 4 || got >= 16 {
+		t.Errorf("the kernel received %d RDS pings for %d concurrent first sends, want one warm-up's (4, fewer than 16)", got, senders)
 	}
 	seen := make(map[byte]bool)
 	buf := make([]byte, 16)
