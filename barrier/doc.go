@@ -17,39 +17,79 @@
 // return when the operations they name are done; Config.Completions makes
 // the tracker send every Completion on a channel; Config.OnComplete is
 // called for each. The Keep value given to Begin (typically the buffers the
-// operation reads or writes) is held until completion and handed back in
-// the Completion; a Releaser is called once the operation is complete, so
-// memory can be returned to its pool.
+// operation reads or writes) is handed back in the Completion.
+//
+// # Memory: completion and release
+//
+// Reporting an operation and giving its memory back are two steps. An
+// operation is released when the kernel can no longer read or write its
+// memory; only then is its Releaser called (Op.Release, exactly once),
+// Config.OnRelease run, and Keep dropped by the tracker.
+//
+// Most operations are released together with their completion: a kernel
+// status, or NotSent from the caller, says the kernel is done. A timed-out
+// operation is not: its deadline passing only means that no status came,
+// and the kernel may still perform the transfer. It is reported at its
+// deadline (Wait and Status return TimedOut, a TimedOut Completion is
+// delivered), so the caller learns that the remote end did not answer, but
+// its memory is quarantined until one of these happens:
+//
+//   - its late kernel status arrives (Process or Complete; counted in
+//     Stats.Late);
+//   - CompleteAll, once the socket is closed;
+//   - its destination is canceled (Cancel around RDS_CANCEL_SENT_TO): the
+//     kernel then reports the operations it gave up as Canceled, and those
+//     late statuses release them.
+//
+// Complete(tok, TimedOut) abandons a pending operation the same way. An
+// operation that completes while a Cancel runs is also reported at once and
+// released only when the Cancel returns. Stats.Quarantined is the number of
+// operations reported but not released.
+// A quarantined operation stays findable by its token however many
+// operations follow it: it leaves the ring for a side list, which holds at
+// most one entry per operation begun and not yet released.
 //
 // # The high-water mark
 //
 // HighWater returns the largest token T such that every operation with a
-// token at most T is locally complete: its status arrived, it timed out, or
-// it was never sent. WaitAll(ctx, T) is the barrier: it returns once the
-// mark reaches T. The mark says nothing about success: it rises for
-// failed operations too (remote access errors, operations canceled or
-// dropped when a connection goes down). Success on the remote side is a
-// matter for the application protocol: immediate data, or a reply.
+// token at most T is complete and released: the library has handed back
+// the ownership of every buffer those operations used. WaitAll(ctx, T) is
+// the barrier: it returns once the mark reaches T. The mark says nothing
+// about success: it rises for failed operations too (remote access errors,
+// operations canceled, dropped when a connection goes down, or never
+// sent). It does not pass a quarantined operation: a timed-out operation
+// holds it until the operation is released, although Wait for that token
+// returns TimedOut at the deadline. Success on the remote side is a matter
+// for the application protocol: immediate data, or a reply.
 //
 // # Deadlines
 //
 // An operation may carry a deadline (Op.Deadline, or Config.Timeout from
 // Begin). When it passes with no status, the operation completes with
-// status TimedOut: waiters wake, the mark rises and Keep is handed back. A
-// status that arrives later is counted in Stats.Late and otherwise ignored.
+// status TimedOut and is quarantined (see above).
 //
 // # Concurrency and allocation
 //
 // A Tracker is safe for concurrent use by any number of senders and
 // receivers. Begin, Complete and Process do not allocate in steady state:
 // operation state lives in a ring indexed by token that grows only when more
-// operations are outstanding than it holds. Wait allocates a small waiter
-// only when it has to block.
+// operations are outstanding than it holds, and quarantined operations in a
+// list that grows only when more of them are quarantined at once than ever
+// before; releasing one does not allocate. Wait allocates a small waiter
+// only when it has to block; CompleteAll and Cancel may allocate.
 //
-// BUG(rds): A timed-out operation is not revoked. The kernel may still
-// perform the RDMA after its deadline passed: a buffer handed back by a
-// timeout can still be read or written by the transfer. Callers that reuse
-// such memory must first make sure the transfer cannot happen any more (for
-// example CancelSentTo or closing the socket, or waiting for the late status
-// counted in Stats.Late).
+// BUG(rds): A timed-out operation is not revoked: the kernel may still
+// perform the RDMA after its deadline passed. The tracker therefore keeps a
+// timed-out operation's memory quarantined (no release, mark held) until
+// the kernel's late status, CompleteAll after the socket is closed, or the
+// late Canceled status that canceling its destination produces. An
+// operation whose status never comes (a peer that never answers, on a
+// connection that never fails) stays quarantined until one of those; cancel
+// the destination or close the socket to get its memory back.
+//
+// BUG(rds): RDS_CANCEL_SENT_TO and closing the socket wait for the adapter
+// to finish the operations it had started, but interruptibly: a signal that
+// reaches the thread during that wait ends it early and the call still
+// succeeds, so an operation released then may in rare cases still be
+// running on the adapter.
 package barrier

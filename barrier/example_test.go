@@ -48,16 +48,21 @@ func ExampleTracker_WaitAll() {
 	// Output: mark: 3
 }
 
-// An operation whose status never arrives times out: the mark still rises
-// and the memory it held is handed back in the Completion.
+// An operation whose status never arrives times out: it is reported at its
+// deadline, but its memory stays quarantined (the mark does not pass it)
+// until the kernel's late status says the transfer is over.
 func ExampleOp_deadline() {
 	tr := barrier.New(&barrier.Config{Completions: 1})
 	defer tr.Close()
 	buf := make([]byte, 4096)
 	tok := tr.Begin(barrier.Op{Deadline: time.Now().Add(10 * time.Millisecond), Keep: &buf})
 	c := <-tr.Completions()
-	fmt.Println(c.Token == tok, c.Status, c.Keep == &buf, tr.HighWater())
-	// Output: true timed out true 1
+	fmt.Println(c.Token == tok, c.Status, c.Keep == &buf, tr.HighWater(), tr.Stats().Quarantined)
+	tr.Complete(tok, barrier.Canceled) // the late status, as Process applies it
+	fmt.Println(tr.Status(tok), tr.HighWater(), tr.Stats().Quarantined, tr.Stats().Late)
+	// Output:
+	// true timed out true 0 1
+	// timed out 1 0 1
 }
 
 // Wait blocks for one operation.
@@ -68,4 +73,27 @@ func ExampleTracker_Wait() {
 	st, err := tr.Wait(context.Background(), tok)
 	fmt.Println(st, err, st.Err())
 	// Output: dropped <nil> barrier: RDMA operation dropped (connection went down)
+}
+
+// Cancel wraps the call that makes the kernel give up operations
+// (rdssock's CancelSentTo): statuses read meanwhile are reported, but
+// memory is released only once the call returned, when the adapter is done
+// with it. OnRelease tells when memory comes back.
+func ExampleTracker_Cancel() {
+	tr := barrier.New(&barrier.Config{OnRelease: func(c barrier.Completion) {
+		fmt.Println("released", c.Token, c.Status)
+	}})
+	tok := tr.Begin(barrier.Op{})
+	tr.Cancel(func() error {
+		// In a program: return sock.CancelSentTo(peer). The kernel
+		// reports the operation canceled while the call still waits.
+		tr.Complete(tok, barrier.Canceled)
+		fmt.Println("during the call:", tr.Status(tok), tr.HighWater())
+		return nil
+	})
+	fmt.Println("after the call:", tr.HighWater())
+	// Output:
+	// during the call: canceled 0
+	// released 1 canceled
+	// after the call: 1
 }

@@ -15,7 +15,7 @@ const (
 	Pending     Status = iota // no status yet
 	Success                   // RDS_RDMA_SUCCESS: the transfer completed
 	RemoteError               // RDS_RDMA_REMOTE_ERROR: the peer refused the access (bad or stale key, bounds, permissions)
-	Canceled                  // RDS_RDMA_CANCELED: canceled before it ran (CancelSentTo, socket closing)
+	Canceled                  // RDS_RDMA_CANCELED: given up by the kernel (CancelSentTo, socket closing), possibly while the adapter ran it
 	Dropped                   // RDS_RDMA_DROPPED: discarded, typically when the connection went down
 	OtherError                // RDS_RDMA_OTHER_ERROR or a status value this package does not know
 	TimedOut                  // the deadline passed with no status from the kernel
@@ -87,7 +87,7 @@ func FromKernel(status int32) Status {
 // Errors for failed operations (Status.Err) and tracker misuse.
 var (
 	ErrRemote       = errors.New("barrier: RDMA operation failed at the remote end (bad or stale key, or access out of range)")
-	ErrCanceled     = errors.New("barrier: RDMA operation canceled before it ran")
+	ErrCanceled     = errors.New("barrier: RDMA operation canceled (its destination was canceled or the socket closed)")
 	ErrDropped      = errors.New("barrier: RDMA operation dropped (connection went down)")
 	ErrOther        = errors.New("barrier: RDMA operation failed")
 	ErrTimeout      = errors.New("barrier: no completion status before the operation's deadline; the transfer may still happen")

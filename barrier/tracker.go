@@ -11,10 +11,14 @@ import (
 // operation has completed in order yet.
 type Token uint64
 
-// Releaser is implemented by values that must learn when the operation
-// holding them is complete, for example to return buffers to a pool.
-// Release is called exactly once per operation, with the tracker's lock
-// held: it must be quick and must not call methods of the Tracker.
+// Releaser is implemented by values that must learn when the memory of the
+// operation holding them is free again, for example to return buffers to a
+// pool. Release is called exactly once per operation, when the tracker
+// releases it (see "Memory" in the package documentation): for most
+// operations together with their completion, for a timed-out one only
+// later. Its Completion carries the status that freed the memory. It is
+// called with the tracker's lock held: it must be quick and must not call
+// methods of the Tracker.
 type Releaser interface {
 	Release(Completion)
 }
@@ -26,14 +30,15 @@ type Op struct {
 	// if that is zero too.
 	Deadline time.Time
 
-	// Keep is held until the operation completes and is then returned in
-	// the Completion (and dropped by the tracker). Store the buffers the
-	// kernel reads or writes for the operation here, so that they stay
-	// reachable while the transfer may run. A pointer stored here does
-	// not allocate.
+	// Keep is returned in the Completion and held by the tracker until
+	// the operation is released (for a timed-out operation that is later
+	// than its completion). Store the buffers the kernel reads or writes
+	// for the operation here, so that they stay reachable while the
+	// transfer may run. A pointer stored here does not allocate.
 	Keep any
 
-	// Release, if not nil, is called once the operation is complete.
+	// Release, if not nil, is called once the operation's memory is free
+	// (see Releaser).
 	Release Releaser
 }
 
@@ -66,6 +71,13 @@ type Config struct {
 	// tracker's lock is released, in the goroutine that completed it.
 	OnComplete func(Completion)
 
+	// OnRelease, if not nil, is called once for every operation when the
+	// tracker releases it (its memory is free again; see Releaser),
+	// after the tracker's lock is released, in the goroutine that
+	// released it: right after OnComplete for most operations, later for
+	// a timed-out one. Unlike a Releaser it may call the Tracker.
+	OnRelease func(Completion)
+
 	// Timeout is the deadline given to operations whose Op.Deadline is
 	// zero, counted from Begin. Zero means no deadline.
 	Timeout time.Duration
@@ -75,9 +87,14 @@ type Config struct {
 type Stats struct {
 	Begun      uint64          // operations begun
 	Completed  [Unknown]uint64 // operations completed, by Status
-	Late       uint64          // kernel statuses for operations that had already timed out
-	Unmatched  uint64          // statuses for tokens not pending in this tracker (never issued, repeated, or forgotten)
+	Late       uint64          // kernel statuses for operations that had already timed out (each releases its operation)
+	Unmatched  uint64          // statuses for tokens neither pending nor quarantined here (never issued, repeated, or forgotten)
 	LateStatus [Unknown]uint64 // the statuses counted in Late, by Status
+
+	// Quarantined is not a total but the number of operations completed
+	// and not yet released now: timed out with no status from the kernel
+	// yet, or completed while a Cancel runs.
+	Quarantined int
 }
 
 type slot struct {
@@ -86,6 +103,16 @@ type slot struct {
 	deadline int64 // UnixNano; 0: none
 	keep     any
 	rel      Releaser
+}
+
+// held is a quarantined operation: reported complete, its memory not yet
+// released.
+type held struct {
+	tok    Token
+	status Status // the status reported (TimedOut, or one that arrived during a Cancel)
+	freed  Status // the status that frees the memory; Pending while none arrived
+	keep   any
+	rel    Releaser
 }
 
 type waiter struct {
@@ -107,12 +134,19 @@ type Tracker struct {
 	waiters []*waiter
 	stats   Stats
 
+	// Quarantine: operations completed but not released, in no order;
+	// at most one entry per operation begun and not yet released.
+	held    []held
+	heldMin Token // smallest token in held when len(held) > 0
+	cancels int   // Cancel calls running
+
 	timer   *time.Timer
 	timerAt int64 // UnixNano the timer is armed for; 0: not armed
 	closed  bool  // Close was called: never arm the timer again
 
 	ch         chan Completion
 	onComplete func(Completion)
+	onRelease  func(Completion)
 	timeout    time.Duration
 }
 
@@ -135,6 +169,7 @@ func New(cfg *Config) *Tracker {
 		low:        1,
 		next:       1,
 		onComplete: c.OnComplete,
+		onRelease:  c.OnRelease,
 		timeout:    c.Timeout,
 	}
 	if c.Completions > 0 {
@@ -206,53 +241,137 @@ func (t *Tracker) armLocked(dl int64) {
 
 // Complete records the final status of the operation tok and reports
 // whether it was pending. Process calls it for kernel notices; callers
-// use it for operations that failed to send (NotSent) or that they abandon.
-// A kernel status for an operation that already timed out is counted in
-// Stats.Late and ignored.
+// use it for operations that failed to send (NotSent).
+//
+// A final status other than TimedOut says that the kernel is done with the
+// operation's memory: the operation is released at once (unless a Cancel
+// is running). Complete(tok, TimedOut) abandons a pending operation the
+// way its deadline would: reported now, its memory quarantined. A kernel
+// status for an operation that already timed out is counted in Stats.Late
+// and releases it.
 func (t *Tracker) Complete(tok Token, s Status) bool {
 	if !s.Done() {
 		return false
 	}
 	t.mu.Lock()
-	c, ok := t.completeLocked(tok, s)
+	c, ok, r, released := t.completeLocked(tok, s)
 	t.mu.Unlock()
 	if ok {
 		t.deliver(c)
 	}
+	if released && t.onRelease != nil {
+		t.onRelease(r)
+	}
 	return ok
 }
 
-func (t *Tracker) completeLocked(tok Token, s Status) (Completion, bool) {
+// completeLocked applies status s to tok. ok reports a completion c to
+// deliver; released reports that the operation (this one, or a
+// quarantined one that s was the late status of) was released with r.
+func (t *Tracker) completeLocked(tok Token, s Status) (c Completion, ok bool, r Completion, released bool) {
 	if tok == 0 || tok >= t.next {
 		t.stats.Unmatched++
-		return Completion{}, false
+		return
 	}
 	sl := &t.slots[uint64(tok)&t.mask]
 	if sl.tok != tok || sl.status != Pending {
-		if sl.tok == tok && sl.status == TimedOut && s != TimedOut {
-			t.stats.Late++
-			t.stats.LateStatus[s]++
-		} else {
-			t.stats.Unmatched++
+		if s != TimedOut {
+			if i := t.heldIndex(tok); i >= 0 && t.held[i].freed == Pending {
+				t.stats.Late++
+				t.stats.LateStatus[s]++
+				t.held[i].freed = s
+				if t.cancels == 0 {
+					r = t.releaseHeldLocked(i)
+					released = true
+					if len(t.waiters) > 0 {
+						t.wakeLocked()
+					}
+				}
+				return
+			}
 		}
-		return Completion{}, false
+		t.stats.Unmatched++
+		return
 	}
 	sl.status = s
-	c := Completion{Token: tok, Status: s, Keep: sl.keep}
-	rel := sl.rel
+	keep, rel := sl.keep, sl.rel
 	sl.keep, sl.rel = nil, nil
+	c = Completion{Token: tok, Status: s, Keep: keep}
+	ok = true
 	t.pending--
 	t.stats.Completed[s]++
 	for t.low < t.next && t.slots[uint64(t.low)&t.mask].status != Pending {
 		t.low++
 	}
-	if rel != nil {
-		rel.Release(c)
+	if s == TimedOut || t.cancels > 0 {
+		// Reported, not released: the kernel may still use the memory.
+		h := held{tok: tok, status: s, freed: Pending, keep: keep, rel: rel}
+		if s != TimedOut {
+			h.freed = s // released when the running Cancel returns
+		}
+		if len(t.held) == 0 || tok < t.heldMin {
+			t.heldMin = tok
+		}
+		t.held = append(t.held, h)
+		t.stats.Quarantined = len(t.held)
+	} else {
+		if rel != nil {
+			rel.Release(c)
+		}
+		r, released = c, true
 	}
 	if len(t.waiters) > 0 {
 		t.wakeLocked()
 	}
-	return c, true
+	return
+}
+
+// heldIndex returns the index of tok in the quarantine, or -1.
+func (t *Tracker) heldIndex(tok Token) int {
+	if len(t.held) == 0 || tok < t.heldMin {
+		return -1
+	}
+	for i := range t.held {
+		if t.held[i].tok == tok {
+			return i
+		}
+	}
+	return -1
+}
+
+// releaseHeldLocked releases quarantined operation i (its freed status
+// must be set) and removes it from the quarantine.
+func (t *Tracker) releaseHeldLocked(i int) Completion {
+	h := t.held[i]
+	r := Completion{Token: h.tok, Status: h.freed, Keep: h.keep}
+	if h.rel != nil {
+		h.rel.Release(r)
+	}
+	last := len(t.held) - 1
+	t.held[i] = t.held[last]
+	t.held[last] = held{}
+	t.held = t.held[:last]
+	if h.tok == t.heldMin && last > 0 {
+		m := t.held[0].tok
+		for _, x := range t.held[1:] {
+			if x.tok < m {
+				m = x.tok
+			}
+		}
+		t.heldMin = m
+	}
+	t.stats.Quarantined = len(t.held)
+	return r
+}
+
+// markLocked returns the high-water mark: every operation up to it is
+// released.
+func (t *Tracker) markLocked() Token {
+	m := t.low
+	if len(t.held) > 0 && t.heldMin < m {
+		m = t.heldMin
+	}
+	return m - 1
 }
 
 func (t *Tracker) deliver(c Completion) {
@@ -266,7 +385,7 @@ func (t *Tracker) deliver(c Completion) {
 
 func (t *Tracker) satisfiedLocked(w *waiter) bool {
 	if w.all {
-		return t.low > w.tok
+		return t.markLocked() >= w.tok
 	}
 	sl := &t.slots[uint64(w.tok)&t.mask]
 	return sl.tok != w.tok || sl.status != Pending
@@ -300,7 +419,7 @@ func (t *Tracker) expire() {
 			continue
 		}
 		if sl.deadline <= now {
-			if c, ok := t.completeLocked(tok, TimedOut); ok {
+			if c, ok, _, _ := t.completeLocked(tok, TimedOut); ok {
 				done = append(done, c)
 			}
 		} else if earliest == 0 || sl.deadline < earliest {
@@ -317,28 +436,91 @@ func (t *Tracker) expire() {
 	}
 }
 
-// CompleteAll completes every pending operation with status s (for
-// example Canceled when the socket carrying them is closed) and returns
-// how many there were.
+// CompleteAll completes every pending operation with status s and
+// releases every operation, quarantined ones included, and returns how
+// many operations it completed. It says that the kernel will report
+// nothing more and holds no memory of these operations: call it once the
+// socket that carried them is closed (closing an RDS socket cancels its
+// operations, waits for the adapter to finish those it had started, and
+// discards the notices not yet read), typically with Canceled.
 func (t *Tracker) CompleteAll(s Status) int {
 	if !s.Done() {
 		return 0
 	}
-	var done []Completion
+	var done, rels []Completion
 	t.mu.Lock()
 	for tok := t.low; tok < t.next; tok++ {
 		if t.slots[uint64(tok)&t.mask].status != Pending {
 			continue
 		}
-		if c, ok := t.completeLocked(tok, s); ok {
+		c, ok, r, released := t.completeLocked(tok, s)
+		if ok {
 			done = append(done, c)
 		}
+		if released {
+			rels = append(rels, r)
+		}
+	}
+	for len(t.held) > 0 {
+		if t.held[0].freed == Pending {
+			t.held[0].freed = s
+		}
+		rels = append(rels, t.releaseHeldLocked(0))
+	}
+	if len(t.waiters) > 0 {
+		t.wakeLocked()
 	}
 	t.mu.Unlock()
 	for _, c := range done {
 		t.deliver(c)
 	}
+	t.releaseHook(rels)
 	return len(done)
+}
+
+func (t *Tracker) releaseHook(rels []Completion) {
+	if t.onRelease == nil {
+		return
+	}
+	for _, r := range rels {
+		t.onRelease(r)
+	}
+}
+
+// Cancel runs cancel, a call that makes the kernel give up operations,
+// typically rdssock's CancelSentTo (RDS_CANCEL_SENT_TO) for one
+// destination, and returns its error. The kernel reports each operation it
+// gives up with status Canceled, and one it had already posted to the
+// adapter is reported at once but its memory is free only when the
+// adapter is done with it, which the kernel waits for inside the call.
+// So while cancel runs, completions and late statuses are reported as
+// usual but no operation is released; when cancel returns, every
+// operation with a final status is released. Timed-out operations stay
+// quarantined until their own late status arrives (Canceled, for those
+// the call gave up): the receive loop must go on feeding Process.
+func (t *Tracker) Cancel(cancel func() error) error {
+	t.mu.Lock()
+	t.cancels++
+	t.mu.Unlock()
+	err := cancel()
+	var rels []Completion
+	t.mu.Lock()
+	t.cancels--
+	if t.cancels == 0 {
+		for i := 0; i < len(t.held); {
+			if t.held[i].freed == Pending {
+				i++
+				continue
+			}
+			rels = append(rels, t.releaseHeldLocked(i))
+		}
+		if len(rels) > 0 && len(t.waiters) > 0 {
+			t.wakeLocked()
+		}
+	}
+	t.mu.Unlock()
+	t.releaseHook(rels)
+	return err
 }
 
 // Wait blocks until the operation tok is complete or ctx is done, and
@@ -388,7 +570,7 @@ func (t *Tracker) WaitAll(ctx context.Context, upTo Token) error {
 		t.mu.Unlock()
 		return ErrUnknownToken
 	}
-	if t.low > upTo {
+	if t.markLocked() >= upTo {
 		t.mu.Unlock()
 		return nil
 	}
@@ -401,7 +583,7 @@ func (t *Tracker) WaitAll(ctx context.Context, upTo Token) error {
 	case <-ctx.Done():
 		t.mu.Lock()
 		t.removeWaiterLocked(w)
-		done := t.low > upTo
+		done := t.markLocked() >= upTo
 		t.mu.Unlock()
 		if done {
 			return nil
@@ -428,6 +610,9 @@ func (t *Tracker) statusLocked(tok Token) Status {
 	}
 	sl := &t.slots[uint64(tok)&t.mask]
 	if sl.tok != tok {
+		if i := t.heldIndex(tok); i >= 0 {
+			return t.held[i].status
+		}
 		return Unknown
 	}
 	return sl.status
@@ -444,10 +629,12 @@ func (t *Tracker) Status(tok Token) Status {
 
 // HighWater returns the locally complete high-water mark: the largest
 // token T such that every operation with a token at most T is complete,
-// successfully or not. It is 0 before the first operation completes.
+// successfully or not, and released (its memory handed back; a
+// quarantined operation holds the mark below its token). It is 0 before
+// the first operation is released.
 func (t *Tracker) HighWater() Token {
 	t.mu.Lock()
-	h := t.low - 1
+	h := t.markLocked()
 	t.mu.Unlock()
 	return h
 }
@@ -460,7 +647,9 @@ func (t *Tracker) Last() Token {
 	return l
 }
 
-// Outstanding returns the number of operations still pending.
+// Outstanding returns the number of operations still pending (without a
+// completion). Stats().Quarantined counts those completed but not yet
+// released.
 func (t *Tracker) Outstanding() int {
 	t.mu.Lock()
 	n := t.pending
@@ -477,7 +666,8 @@ func (t *Tracker) Stats() Stats {
 }
 
 // Close stops the deadline timer for good: deadlines no longer fire.
-// Pending operations stay pending; use CompleteAll first to settle them.
+// Pending operations stay pending and quarantined ones quarantined; use
+// CompleteAll first to settle them.
 func (t *Tracker) Close() {
 	t.mu.Lock()
 	t.closed = true

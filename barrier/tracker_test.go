@@ -164,33 +164,55 @@ func TestDeadline(t *testing.T) {
 	tr.Complete(fast, Success)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := tr.WaitAll(ctx, fast); err != nil {
-		t.Fatal(err)
+	if s, err := tr.Wait(ctx, slow); err != nil || s != TimedOut {
+		t.Fatalf("Wait(slow) = %v, %v; want timed out", s, err)
 	}
 	if el := time.Since(start); el < 25*time.Millisecond {
-		t.Fatalf("barrier passed after %v, before the deadline", el)
+		t.Fatalf("timed out after %v, before the deadline", el)
 	}
 	if s := tr.Status(slow); s != TimedOut {
 		t.Fatalf("status %v, want timed out", s)
 	}
+	// The barrier does not pass the quarantined op.
+	if hw := tr.HighWater(); hw != 0 {
+		t.Fatalf("HighWater %d with token 1 quarantined", hw)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	if err := tr.WaitAll(sctx, fast); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitAll past a quarantined op: %v", err)
+	}
+	scancel()
 	if !errors.Is(TimedOut.Err(), ErrTimeout) {
 		t.Fatal("TimedOut.Err is not ErrTimeout")
 	}
-	if rel.n.Load() != 1 {
-		t.Fatalf("Release called %d times", rel.n.Load())
+	// Reported, not released: the kernel may still use the memory.
+	if rel.n.Load() != 0 {
+		t.Fatalf("Release called %d times at the timeout", rel.n.Load())
 	}
 	mu.Lock()
 	if len(seen) != 2 || seen[1].Token != slow || seen[1].Keep != &buf {
 		t.Fatalf("completions %+v: want the timed-out op with its Keep", seen)
 	}
 	mu.Unlock()
-	// A status arriving after the timeout is late, not a second completion.
+	// A status arriving after the timeout is late, not a second
+	// completion; it releases the op.
 	if tr.Complete(slow, Success) {
 		t.Fatal("late status completed the op again")
 	}
-	if st := tr.Stats(); st.Late != 1 || st.LateStatus[Success] != 1 || st.Completed[TimedOut] != 1 {
+	if st := tr.Stats(); st.Late != 1 || st.LateStatus[Success] != 1 || st.Completed[TimedOut] != 1 || st.Quarantined != 0 {
 		t.Fatalf("stats %+v", st)
 	}
+	if rel.n.Load() != 1 || rel.last.Load().(Completion).Status != Success {
+		t.Fatalf("Release called %d times, last %+v", rel.n.Load(), rel.last.Load())
+	}
+	if err := tr.WaitAll(ctx, fast); err != nil || tr.HighWater() != fast {
+		t.Fatalf("WaitAll after the release: %v, mark %d", err, tr.HighWater())
+	}
+	mu.Lock()
+	if len(seen) != 2 {
+		t.Fatalf("completions %+v after the late status", seen)
+	}
+	mu.Unlock()
 }
 
 func TestDefaultTimeoutAndRearm(t *testing.T) {

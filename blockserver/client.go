@@ -4,9 +4,11 @@ package blockserver
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -23,6 +25,11 @@ import (
 // from a pool registered once: data lands in them by RDMA and is consumed
 // in place. Methods are safe for concurrent use; each call holds one pool
 // buffer.
+//
+// The client accepts replies only from the server's address, and only
+// for a request it has outstanding: request IDs are random, so a host that
+// can reach the client's port cannot complete a call, confirm a write or
+// release a buffer by guessing. Ignored messages are counted in Stats.
 type Client struct {
 	sock      *rdssock.Conn
 	c         *rdmaops.Conn
@@ -31,13 +38,42 @@ type Client struct {
 	blockSize int
 	nblocks   uint64
 
-	nextID atomic.Uint32
-	mu     sync.Mutex
-	calls  map[uint32]chan msg
-	// held maps the ID of a call that ended without the server's answer
-	// to its buffer, revoked and quarantined until the answer comes.
-	held map[uint32]*rdmaops.Buffer
-	done chan struct{}
+	mu    sync.Mutex
+	ids   *rand.ChaCha8 // request IDs
+	calls map[uint32]*call
+
+	foreign, stray atomic.Uint64
+	confirms       sync.WaitGroup // Buffer.Confirm calls started by the reader
+	done           chan struct{}
+}
+
+// call is a request in flight, or one whose buffer the server may still
+// use after the caller gave up (abandoned) or after an errHeld reply
+// (held): it stays in Client.calls until the server's late answer or
+// release message frees the buffer.
+type call struct {
+	ch    chan msg
+	buf   *rdmaops.Buffer // the pool buffer the server may still use; nil once the server is done with it
+	state callState
+}
+
+type callState uint8
+
+const (
+	callActive    callState = iota // the caller waits; it owns buf once a reply says the server is done with it
+	callAbandoned                  // the caller gave up: buf is revoked until the server answers at all
+	callHeld                       // the server said errHeld: buf is revoked until its release message
+)
+
+// ClientStats count the messages a Client ignored.
+type ClientStats struct {
+	Foreign uint64 // from an address other than the server's
+	Stray   uint64 // from the server, for no request outstanding or held (late, repeated or forged)
+}
+
+// Stats returns the client's counters.
+func (cl *Client) Stats() ClientStats {
+	return ClientStats{Foreign: cl.foreign.Load(), Stray: cl.stray.Load()}
 }
 
 // ClientConfig configures a Client.
@@ -48,7 +84,9 @@ type ClientConfig struct {
 // Dial waits until the server at server answers (retrying while it is not
 // up yet, until ctx is done), learns its block size and count, and
 // registers the client's buffer pool. It starts a goroutine reading sock;
-// Close stops it.
+// Close stops it. A socket with rdssock.Config.WaitCongested makes
+// requests wait while a busy server's port is congested instead of
+// failing with rdssock.ErrCongested.
 func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *ClientConfig) (*Client, error) {
 	var cc ClientConfig
 	if cfg != nil {
@@ -57,7 +95,8 @@ func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *C
 	if cc.Buffers <= 0 {
 		cc.Buffers = 8
 	}
-	cl := &Client{sock: sock, c: rdmaops.New(sock, nil, nil), server: server, calls: make(map[uint32]chan msg), held: make(map[uint32]*rdmaops.Buffer), done: make(chan struct{})}
+	cl := newClient(sock, server)
+	cl.c = rdmaops.New(sock, nil, nil)
 	go cl.loop()
 	pong, err := cl.ping(ctx)
 	if err != nil {
@@ -69,13 +108,21 @@ func Dial(ctx context.Context, sock *rdssock.Conn, server netip.AddrPort, cfg *C
 		cl.stop()
 		return nil, fmt.Errorf("blockserver: %d buffers: a server accepts at most %d per client", cc.Buffers, MaxBuffers)
 	}
-	ann := &announcer{c: cl.c, to: server, stride: pageRound(cl.blockSize), mrs: make(map[cmsg.Cookie]*rdmaops.MR)}
+	ann := &announcer{c: cl.c, to: cl.server, stride: pageRound(cl.blockSize), mrs: make(map[cmsg.Cookie]*rdmaops.MR)}
 	cl.pool, err = rdmaops.NewPool(ctx, ann, cc.Buffers, cl.blockSize, cmsg.FlagReadWrite)
 	if err != nil {
 		cl.stop()
 		return nil, err
 	}
 	return cl, nil
+}
+
+// newClient sets up a client's state but no transport.
+func newClient(sock *rdssock.Conn, server netip.AddrPort) *Client {
+	var seed [32]byte
+	crand.Read(seed[:])
+	server = netip.AddrPortFrom(server.Addr().Unmap(), server.Port())
+	return &Client{sock: sock, server: server, ids: rand.NewChaCha8(seed), calls: make(map[uint32]*call), done: make(chan struct{})}
 }
 
 func (cl *Client) ping(ctx context.Context) (msg, error) {
@@ -106,7 +153,7 @@ func (cl *Client) loop() {
 	defer close(cl.done)
 	buf, oob := make([]byte, 4096), make([]byte, cmsg.MaxReceiveSpace+8*cmsg.RDMAStatusSpace)
 	for {
-		n, oobn, _, _, err := cl.sock.ReadMsg(buf, oob)
+		n, oobn, _, from, err := cl.sock.ReadMsg(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -114,63 +161,126 @@ func (cl *Client) loop() {
 			continue
 		}
 		cl.c.HandleControl(oob[:oobn])
-		var m msg
-		if n == 0 || m.decode(buf[:n]) != nil {
-			continue
+		if n == 0 {
+			continue // completion notices, congestion updates
 		}
-		cl.mu.Lock()
-		ch := cl.calls[m.ID]
-		b := cl.held[m.ID]
-		delete(cl.held, m.ID)
-		cl.mu.Unlock()
-		if b != nil {
-			// The late answer to an abandoned call: the server is done
-			// with the buffer's old cookie. Registering anew sends a
-			// message, so it does not run on the reading goroutine; if it
-			// fails the buffer stays out of circulation, which is safe.
-			go func() { _ = b.Confirm() }()
-		}
-		if ch != nil {
-			select {
-			case ch <- m:
-			default: // a reply nobody waits for any more
-			}
-		}
+		cl.receive(buf[:n], from)
 	}
 }
 
-// begin registers a call and returns its reply channel; a call gets up to
-// two replies (a write's "fetched" and "done").
-func (cl *Client) begin(m *msg) chan msg {
-	m.ID = cl.nextID.Add(1)
-	ch := make(chan msg, 2)
-	cl.mu.Lock()
-	cl.calls[m.ID] = ch
-	cl.mu.Unlock()
-	return ch
-}
-
-// abandon handles a buffer whose call ended without a definite answer
-// (timeout, canceled context, send error): the server may still transfer
-// into or out of it, and the kernel honours a freed key for a while, so
-// the buffer is revoked and quarantined until the server's late answer to
-// call id arrives. If the server answered (an error reply or a malformed
-// one), it is done with the buffer, which gets a new key at once.
-func (cl *Client) abandon(id uint32, b *rdmaops.Buffer, err error) {
-	if errors.Is(err, ErrServer) {
-		b.Fail()
+// receive handles one message: from the server, a reply to a request
+// outstanding or held; anything else is counted and dropped.
+func (cl *Client) receive(b []byte, from netip.AddrPort) {
+	if netip.AddrPortFrom(from.Addr().Unmap(), from.Port()) != cl.server {
+		cl.foreign.Add(1)
 		return
 	}
-	_ = b.Revoke() // quarantined even if the free failed
+	var m msg
+	if m.decode(b) != nil {
+		cl.stray.Add(1)
+		return
+	}
+	held := m.Op == opError && m.Status == errHeld
+	var confirm *rdmaops.Buffer
 	cl.mu.Lock()
-	cl.held[id] = b
+	c := cl.calls[m.ID]
+	switch {
+	case c == nil:
+		cl.mu.Unlock()
+		cl.stray.Add(1)
+		return
+	case c.state == callActive && m.Op == opRelease:
+		cl.stray.Add(1) // nothing held: a release answers an errHeld reply only
+	case c.state == callActive:
+		if held && c.buf != nil {
+			// The server's kernel may still write into or read the
+			// buffer: revoke its key and keep it out of circulation
+			// until the release message.
+			_ = c.buf.Revoke()
+			c.state = callHeld
+		} else if !held {
+			c.buf = nil // the server is done with the buffer: the caller owns it
+		}
+		select {
+		case c.ch <- m:
+		default: // a reply nobody waits for
+		}
+	case c.state == callAbandoned && held:
+		c.state = callHeld // the late answer says: still held
+	case c.state == callAbandoned, m.Op == opRelease:
+		// Any answer to an abandoned call, or the release after errHeld:
+		// the server is done with the buffer's old cookie.
+		confirm = c.buf
+		delete(cl.calls, m.ID)
+	default:
+		cl.stray.Add(1) // held calls wait for their release only
+	}
+	cl.mu.Unlock()
+	if confirm != nil {
+		// Registering anew sends a message, so it does not run on the
+		// reading goroutine; Close waits for it. If it fails, the buffer
+		// stays quarantined, which is safe.
+		cl.confirms.Add(1)
+		go func() {
+			defer cl.confirms.Done()
+			_ = confirm.Confirm()
+		}()
+	}
+}
+
+// begin registers a call holding buffer b (nil: none) under a fresh
+// random ID and returns it; a call gets up to two replies (a write's
+// "fetched" and "done").
+func (cl *Client) begin(m *msg, b *rdmaops.Buffer) *call {
+	c := &call{ch: make(chan msg, 2), buf: b}
+	cl.mu.Lock()
+	for {
+		m.ID = uint32(cl.ids.Uint64())
+		if m.ID != 0 && cl.calls[m.ID] == nil {
+			break
+		}
+	}
+	cl.calls[m.ID] = c
+	cl.mu.Unlock()
+	return c
+}
+
+// end forgets a call that finished, unless the server may still use its
+// buffer.
+func (cl *Client) end(id uint32) {
+	cl.mu.Lock()
+	if c := cl.calls[id]; c != nil && c.state == callActive {
+		delete(cl.calls, id)
+	}
 	cl.mu.Unlock()
 }
 
-func (cl *Client) end(id uint32) {
+// settle decides the fate of buffer b after its call ended with err (r is
+// the reply, if any): back to the pool as it is when the server refused
+// the request or the request never left, with a new key when the server
+// answered that the transfer failed, and otherwise revoked and held until
+// the server's late answer (the server may still transfer into or out of
+// it, and the kernel honours a freed key for a while).
+func (cl *Client) settle(id uint32, b *rdmaops.Buffer, r msg, err error, sent bool) {
 	cl.mu.Lock()
+	c := cl.calls[id]
+	switch {
+	case c == nil || c.state != callActive:
+		cl.mu.Unlock() // held: the reader revoked it; it waits for the release
+		return
+	case c.buf != nil && sent && !errors.Is(err, ErrServer):
+		_ = b.Revoke() // quarantined even if the free failed
+		c.state = callAbandoned
+		cl.mu.Unlock()
+		return
+	}
 	delete(cl.calls, id)
 	cl.mu.Unlock()
+	if !sent || refused(r, err) {
+		b.Release()
+		return
+	}
+	b.Fail()
 }
 
 func (cl *Client) send(ctx context.Context, m *msg) error {
@@ -180,12 +290,12 @@ func (cl *Client) send(ctx context.Context, m *msg) error {
 }
 
 func (cl *Client) call(ctx context.Context, m *msg) (msg, error) {
-	ch := cl.begin(m)
+	c := cl.begin(m, nil)
 	defer cl.end(m.ID)
 	if err := cl.send(ctx, m); err != nil {
 		return msg{}, err
 	}
-	return wait(ctx, ch)
+	return wait(ctx, c.ch)
 }
 
 func wait(ctx context.Context, ch chan msg) (msg, error) {
@@ -208,7 +318,7 @@ func wait(ctx context.Context, ch chan msg) (msg, error) {
 // request before any RDMA against the client's buffer: the buffer can go
 // back to the pool as it is.
 func refused(r msg, err error) bool {
-	return errors.Is(err, ErrServer) && r.Op == opError && r.Status != errTransfer
+	return errors.Is(err, ErrServer) && r.Op == opError && r.Status != errTransfer && r.Status != errHeld
 }
 
 // ReadBlock reads block n: the server writes it straight into a pool
@@ -221,13 +331,15 @@ func (cl *Client) ReadBlock(ctx context.Context, n uint64, fn func(data []byte) 
 		return err
 	}
 	req := msg{Op: opRead, Block: n, Buf: uint32(b.Index()), Cookie: uint64(b.Cookie())}
-	r, err := cl.call(ctx, &req)
+	c := cl.begin(&req, b)
+	defer cl.end(req.ID)
+	if err := cl.send(ctx, &req); err != nil {
+		cl.settle(req.ID, b, msg{}, err, false)
+		return err
+	}
+	r, err := wait(ctx, c.ch)
 	if err != nil {
-		if refused(r, err) {
-			b.Release() // the server never touched the buffer
-		} else {
-			cl.abandon(req.ID, b, err)
-		}
+		cl.settle(req.ID, b, r, err, true)
 		return err
 	}
 	if r.Op != opReadDone || r.Buf != uint32(b.Index()) || r.Block != n {
@@ -254,22 +366,18 @@ func (cl *Client) WriteBlock(ctx context.Context, n uint64, fill func(buf []byte
 	}
 	fill(b.Bytes())
 	req := msg{Op: opWrite, Block: n, Buf: uint32(b.Index()), Cookie: uint64(b.Cookie()), CRC: crc32.ChecksumIEEE(b.Bytes())}
-	ch := cl.begin(&req)
+	c := cl.begin(&req, b)
 	defer cl.end(req.ID)
 	if err := cl.send(ctx, &req); err != nil {
-		b.Release()
+		cl.settle(req.ID, b, msg{}, err, false)
 		return err
 	}
-	r, err := wait(ctx, ch)
+	r, err := wait(ctx, c.ch)
 	if err != nil {
-		if refused(r, err) {
-			b.Release()
-		} else {
-			cl.abandon(req.ID, b, err)
-		}
+		cl.settle(req.ID, b, r, err, true)
 		return err
 	}
-	if r.Op != opWriteFetched {
+	if r.Op != opWriteFetched || r.Buf != uint32(b.Index()) || r.Block != n {
 		b.Fail()
 		return fmt.Errorf("blockserver: write of block %d answered by %+v", n, r)
 	}
@@ -277,11 +385,11 @@ func (cl *Client) WriteBlock(ctx context.Context, n uint64, fill func(buf []byte
 	if err := b.Release(); err != nil {
 		return err
 	}
-	r, err = wait(ctx, ch)
+	r, err = wait(ctx, c.ch)
 	if err != nil {
 		return err
 	}
-	if r.Op != opWriteDone || r.CRC != req.CRC {
+	if r.Op != opWriteDone || r.CRC != req.CRC || r.Block != n {
 		return fmt.Errorf("blockserver: write of block %d confirmed by %+v", n, r)
 	}
 	return nil
@@ -303,9 +411,11 @@ func (cl *Client) Bye(ctx context.Context, sum [32]byte) error {
 func (cl *Client) stop() {
 	cl.sock.Close()
 	<-cl.done
+	cl.confirms.Wait()
 }
 
-// Close frees the pool and closes the socket.
+// Close closes the socket, waits for the client's goroutines, and frees
+// the pool.
 func (cl *Client) Close() error {
 	cl.stop() // closing the socket drops its keys, so the pool's frees may fail
 	if cl.pool != nil {

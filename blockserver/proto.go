@@ -23,6 +23,7 @@ const (
 	opSumReply     = 10 // server → client
 	opBye          = 11 // client → server: stop serving; Sum holds the client's SHA-256 of the file
 	opAnnounce     = 12 // client → server with RDMA_DEST: buffer Buf is registered under that cookie now
+	opRelease      = 13 // server → client, after an errHeld reply: the RDMA of request ID is over, the buffer is free
 )
 
 // Error statuses in opError.
@@ -34,7 +35,8 @@ const (
 	errMalformed = 5 // not a well-formed message; Aux says how (mal*)
 	errUnknownOp = 6 // not a request the server serves; Aux is the opcode
 	errBadCookie = 7 // the cookie is not the one this client announced for that buffer: unknown, bogus or stale
-	errLimit     = 8 // too many clients or buffers announced; Aux is the limit hit (lim*)
+	errLimit     = 8 // over a limit: announcements, backlogs, checksum queue; Aux is the limit hit (lim*)
+	errHeld      = 9 // the RDMA timed out and the server's kernel may still move data: the buffer stays held until opRelease
 )
 
 // Reasons in the Aux of errMalformed.
@@ -49,6 +51,9 @@ const (
 const (
 	limClients = 1 // more than MaxClients clients announced buffers
 	limBuffers = 2 // a buffer index of MaxBuffers or more
+	limClient  = 3 // this client's backlog of transfers is full
+	limServer  = 4 // the server's backlog of transfers is full
+	limSums    = 5 // the checksum queue (or this client's share of it) is full
 )
 
 // MaxClients is the most client addresses whose buffer announcements a
@@ -129,6 +134,8 @@ func statusText(s uint8) string {
 		return "cookie not announced for this buffer (unknown, bogus or stale)"
 	case errLimit:
 		return "over the server's limits"
+	case errHeld:
+		return "RDMA transfer timed out; the buffer stays held until the server releases it"
 	}
 	return fmt.Sprintf("status %d", s)
 }
@@ -155,8 +162,14 @@ func auxText(status uint8, aux uint16) string {
 			return fmt.Sprintf("more than %d clients", MaxClients)
 		case limBuffers:
 			return fmt.Sprintf("buffer index %d or more", MaxBuffers)
+		case limClient:
+			return "this client's backlog is full"
+		case limServer:
+			return "the server's backlog is full"
+		case limSums:
+			return "the checksum queue is full"
 		}
-	case errTransfer:
+	case errTransfer, errHeld:
 		return fmt.Sprintf("barrier status %d", aux)
 	}
 	return ""
@@ -203,7 +216,7 @@ func parseRequest(b []byte, truncated bool, nblocks uint64) (m msg, status uint8
 // servers.
 func isReplyKind(op uint8) bool {
 	switch op {
-	case opPong, opReadDone, opWriteFetched, opWriteDone, opError, opSumReply:
+	case opPong, opReadDone, opWriteFetched, opWriteDone, opError, opSumReply, opRelease:
 		return true
 	}
 	return false

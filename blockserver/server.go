@@ -13,7 +13,10 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/barrier"
 	"github.com/go-rds/rds/cmsg"
@@ -34,9 +37,18 @@ type ServerStats struct {
 	BadCookies         uint64 // cookies not announced for the buffer named (unknown, bogus, stale)
 	NoCookie           uint64 // announcements without a cookie
 	OverLimit          uint64 // announcements beyond MaxClients or MaxBuffers
+	Busy               uint64 // requests refused because a backlog or the checksum queue was full
 	Dropped            uint64 // refused without a reply: server-to-client kinds (counted in UnknownOps too)
 
 	Announcements uint64 // buffer registrations announced by clients
+
+	// Transfers that passed their deadline (counted at the deadline, and
+	// in RDMAFailures once answered), held slots freed by the kernel's
+	// late status, release messages sent (none when the late status came
+	// before the answer, which then says the transfer failed), and
+	// replies the kernel would not queue (a congested client, a full send
+	// buffer, a closed socket).
+	TimedOut, LateFreed, Releases, Unsent uint64
 }
 
 // A Server exports a file as numbered blocks of BlockSize bytes over RDS
@@ -47,42 +59,161 @@ type ServerStats struct {
 // that READ tells the client its buffer is free, and once the block is
 // written and fsynced a separate message confirms it.
 type Server struct {
-	sock      *rdssock.Conn
-	c         *rdmaops.Conn
+	sock      *rdssock.Conn // nil in unit tests
+	c         rdmaConn
+	send      func(ctx context.Context, b []byte, to netip.AddrPort, wait bool) error
 	f         *os.File
 	blockSize int
 	nblocks   uint64
 	region    *rdmaops.Region
 	timeout   time.Duration
+	maxQueue  int // Backlog
+	maxClient int // ClientBacklog
 
 	cookies cookieTable // touched by Serve's goroutine only
 
-	mu      sync.Mutex
-	free    []int // free local slots
-	backlog []job // requests waiting for a slot
-	stats   ServerStats
-	writes  chan *job // completed RDMA READs waiting to be written and synced
-	wdone   chan struct{}
-	stopped bool
+	mu        sync.Mutex
+	slots     []srvSlot
+	free      []int // free slots
+	events    ring[int]
+	backlog   ring[job]
+	queued    map[netip.AddrPort]int // backlog entries per client
+	inflight  map[netip.AddrPort]int // slots held per client
+	sums      ring[job]
+	sumsFrom  map[netip.AddrPort]int // checksum requests queued per client
+	stats     ServerStats
+	running   bool
+	closed    bool
+	held      atomic.Int32 // slots whose transfer timed out and whose memory the kernel may still use (for tests)
+	kick      chan struct{}
+	sumKick   chan struct{}
+	writes    chan int // slots whose RDMA READ completed, for the writer
+	quit      chan struct{}
+	workers   sync.WaitGroup
+	testDepth func() // unit tests: called where the dispatcher starts a job
 }
 
+// rdmaConn is what the server needs of an *rdmaops.Conn.
+type rdmaConn interface {
+	Do(ctx context.Context, to netip.AddrPort, op *rdmaops.Op) (barrier.Token, error)
+	HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, err error)
+	Tracker() *barrier.Tracker
+	Close() error
+}
+
+// job is a request waiting for, or holding, a slot.
 type job struct {
 	req  msg
 	from netip.AddrPort
-	slot int
 }
+
+// srvSlot is one local buffer and the transfer using it. A slot is free
+// again only when its transfer was answered (handled), the writer is done
+// with it, and its memory is free (freed): the kernel's final status
+// arrived, or the socket was closed. A transfer that timed out is
+// answered at its deadline, but its slot stays held until then.
+type srvSlot struct {
+	idx      int
+	j        job
+	tok      barrier.Token
+	status   barrier.Status
+	busy     bool // holds a job
+	reported bool // the tracker reported the transfer's status
+	handled  bool // the dispatcher answered that status
+	freed    bool // the kernel no longer touches the slot's memory
+	wasHeld  bool // timed out before its memory was free: counted in held
+	heldMsg  bool // an errHeld reply went out: a release is owed
+	writing  bool // with the writer
+	queued   bool // in the events ring
+}
+
+// ring is a fixed-capacity FIFO.
+type ring[T any] struct {
+	buf     []T
+	head, n int
+}
+
+func newRing[T any](n int) ring[T] { return ring[T]{buf: make([]T, n)} }
+
+func (r *ring[T]) push(v T) bool {
+	if r.n == len(r.buf) {
+		return false
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = v
+	r.n++
+	return true
+}
+
+// at returns the k-th oldest entry.
+func (r *ring[T]) at(k int) *T { return &r.buf[(r.head+k)%len(r.buf)] }
+
+// take removes and returns the k-th oldest entry (k < n), keeping the
+// order of the others.
+func (r *ring[T]) take(k int) T {
+	v := *r.at(k)
+	for ; k > 0; k-- {
+		*r.at(k) = *r.at(k - 1)
+	}
+	var zero T
+	*r.at(0) = zero
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return v
+}
+
+func (r *ring[T]) pop() (T, bool) {
+	var zero T
+	if r.n == 0 {
+		return zero, false
+	}
+	v := r.buf[r.head]
+	r.buf[r.head] = zero
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	return v, true
+}
+
+// sumQueue is the most checksum requests queued at once; each client may
+// have one.
+const sumQueue = 4
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	BlockSize int           // bytes per block (default 8 KiB; at most 1 MiB)
 	Slots     int           // local buffers, the most transfers in flight (default 8)
 	Timeout   time.Duration // deadline of each RDMA operation (default 30s)
+
+	// Backlog bounds the read and write requests waiting for a slot, from
+	// all clients together (default 8 × Slots), and ClientBacklog those
+	// from one client address (default Slots). A request beyond either
+	// is refused with an error reply (status 8, aux 4 or 3).
+	Backlog, ClientBacklog int
 }
 
 // NewServer returns a server for f on sock, which must be bound to an
 // address of an RDMA device. The file's size must be a multiple of the
-// block size.
+// block size. Give it a socket without rdssock.Config.WaitCongested: a
+// send to a congested client must fail rather than stall the server.
 func NewServer(sock *rdssock.Conn, f *os.File, cfg *ServerConfig) (*Server, error) {
+	s, err := newServer(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.sock = sock
+	s.c = rdmaops.New(sock, barrier.New(&barrier.Config{OnComplete: s.completed, OnRelease: s.released}), nil)
+	s.send = func(ctx context.Context, b []byte, to netip.AddrPort, wait bool) error {
+		flags := 0
+		if !wait {
+			flags = unix.MSG_DONTWAIT
+		}
+		_, err := sock.WriteMsgFlags(ctx, b, nil, to, flags)
+		return err
+	}
+	return s, nil
+}
+
+// newServer builds everything but the transport (c, send, sock).
+func newServer(f *os.File, cfg *ServerConfig) (*Server, error) {
 	var c ServerConfig
 	if cfg != nil {
 		c = *cfg
@@ -96,6 +227,12 @@ func NewServer(sock *rdssock.Conn, f *os.File, cfg *ServerConfig) (*Server, erro
 	if c.Timeout <= 0 {
 		c.Timeout = 30 * time.Second
 	}
+	if c.Backlog <= 0 {
+		c.Backlog = 8 * c.Slots
+	}
+	if c.ClientBacklog <= 0 {
+		c.ClientBacklog = c.Slots
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -108,14 +245,18 @@ func NewServer(sock *rdssock.Conn, f *os.File, cfg *ServerConfig) (*Server, erro
 		return nil, err
 	}
 	s := &Server{
-		sock: sock, f: f, blockSize: c.BlockSize, nblocks: uint64(fi.Size()) / uint64(c.BlockSize),
-		region: region, timeout: c.Timeout,
-		writes: make(chan *job, c.Slots), wdone: make(chan struct{}),
+		f: f, blockSize: c.BlockSize, nblocks: uint64(fi.Size()) / uint64(c.BlockSize),
+		region: region, timeout: c.Timeout, maxQueue: c.Backlog, maxClient: c.ClientBacklog,
+		slots: make([]srvSlot, c.Slots), events: newRing[int](c.Slots),
+		backlog: newRing[job](c.Backlog), queued: make(map[netip.AddrPort]int), inflight: make(map[netip.AddrPort]int),
+		sums: newRing[job](sumQueue), sumsFrom: make(map[netip.AddrPort]int),
+		kick: make(chan struct{}, 1), sumKick: make(chan struct{}, 1),
+		writes: make(chan int, c.Slots),
 	}
-	for i := range c.Slots {
-		s.free = append(s.free, i)
+	for i := range s.slots {
+		s.slots[i].idx = i
+		s.free = append(s.free, c.Slots-1-i)
 	}
-	s.c = rdmaops.New(sock, barrier.New(&barrier.Config{OnComplete: s.completed}), nil)
 	return s, nil
 }
 
@@ -134,12 +275,14 @@ func (s *Server) Tracker() *barrier.Tracker { return s.c.Tracker() }
 
 // Serve answers requests until a client says goodbye (then it returns the
 // client's view of the file's SHA-256, for checking) or ctx is done.
+// Transfers still in flight when it returns complete later; Close ends
+// them.
 func (s *Server) Serve(ctx context.Context) (clientSum [32]byte, err error) {
-	go s.writer()
-	defer func() {
-		close(s.writes)
-		<-s.wdone
-	}()
+	wctx, stop, err := s.startWorkers(ctx)
+	if err != nil {
+		return clientSum, err
+	}
+	defer stop()
 	buf, oob := make([]byte, 4096), make([]byte, 32*cmsg.RDMAStatusSpace)
 	for {
 		n, oobn, _, from, rerr := s.sock.ReadMsgContext(ctx, buf, oob)
@@ -160,42 +303,89 @@ func (s *Server) Serve(ctx context.Context) (clientSum [32]byte, err error) {
 		if !from.IsValid() || (n == 0 && !truncated && !hasDest && (notices > 0 || oobn > 0)) {
 			continue // completion notices or congestion updates, not a message
 		}
-		m, status, aux := parseRequest(buf[:n], truncated, s.nblocks)
-		if status == 0 && (m.Op == opRead || m.Op == opWrite) && !s.cookies.valid(from, m.Buf, m.Cookie) {
-			status = errBadCookie
-		}
-		if status != 0 {
-			s.refuse(ctx, from, &m, status, aux)
-			continue
-		}
-		switch m.Op {
-		case opAnnounce:
-			if !hasDest {
-				s.refuse(ctx, from, &m, errMalformed, malNoCookie)
-				continue
-			}
-			if lim := s.cookies.announce(from, m.Buf, uint64(dest)); lim != 0 {
-				s.refuse(ctx, from, &m, errLimit, lim)
-				continue
-			}
-			s.mu.Lock()
-			s.stats.Announcements++
-			s.mu.Unlock()
-		case opPing:
-			s.reply(ctx, from, &msg{Op: opPong, ID: m.ID, Block: s.nblocks, Buf: uint32(s.blockSize)})
-		case opRead, opWrite:
-			s.dispatch(ctx, job{req: m, from: from, slot: -1})
-		case opSum:
-			s.writes <- &job{req: m, from: from, slot: -1} // after the writes queued before it
-		case opBye:
-			return m.Sum, nil
+		if sum, bye := s.handle(wctx, buf[:n], truncated, from, dest, hasDest); bye {
+			return sum, nil
 		}
 	}
 }
 
-func (s *Server) reply(ctx context.Context, to netip.AddrPort, m *msg) {
+// startWorkers starts the dispatcher, the writer and the checksummer; stop
+// ends them (the writer first finishes the writes already fetched).
+func (s *Server) startWorkers(ctx context.Context) (wctx context.Context, stop func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, net.ErrClosed
+	}
+	if s.running {
+		return nil, nil, errors.New("blockserver: Serve is already running")
+	}
+	s.running = true
+	wctx, cancel := context.WithCancel(ctx)
+	s.quit = make(chan struct{})
+	s.workers.Add(3)
+	go s.dispatcher(wctx)
+	go s.writer(wctx)
+	go s.summer(wctx)
+	return wctx, func() {
+		cancel()
+		close(s.quit)
+		s.workers.Wait()
+		s.mu.Lock()
+		s.running = false
+		s.mu.Unlock()
+	}, nil
+}
+
+// handle serves one message; bye reports a goodbye and its checksum.
+func (s *Server) handle(ctx context.Context, b []byte, truncated bool, from netip.AddrPort, dest cmsg.Cookie, hasDest bool) (sum [32]byte, bye bool) {
+	m, status, aux := parseRequest(b, truncated, s.nblocks)
+	if status == 0 && (m.Op == opRead || m.Op == opWrite) && !s.cookies.valid(from, m.Buf, m.Cookie) {
+		status = errBadCookie
+	}
+	if status != 0 {
+		s.refuse(ctx, from, &m, status, aux)
+		return sum, false
+	}
+	switch m.Op {
+	case opAnnounce:
+		if !hasDest {
+			s.refuse(ctx, from, &m, errMalformed, malNoCookie)
+			return sum, false
+		}
+		if lim := s.cookies.announce(from, m.Buf, uint64(dest)); lim != 0 {
+			s.refuse(ctx, from, &m, errLimit, lim)
+			return sum, false
+		}
+		s.mu.Lock()
+		s.stats.Announcements++
+		s.mu.Unlock()
+	case opPing:
+		s.reply(ctx, from, &msg{Op: opPong, ID: m.ID, Block: s.nblocks, Buf: uint32(s.blockSize)}, false)
+	case opRead, opWrite:
+		if lim := s.enqueue(job{req: m, from: from}); lim != 0 {
+			s.refuse(ctx, from, &m, errLimit, lim)
+		}
+	case opSum:
+		if lim := s.enqueueSum(job{req: m, from: from}); lim != 0 {
+			s.refuse(ctx, from, &m, errLimit, lim)
+		}
+	case opBye:
+		return m.Sum, true
+	}
+	return sum, false
+}
+
+// reply sends m to a client. Only the workers wait for room in the send
+// buffer; the receive loop never does. A reply the kernel refuses is
+// counted in Unsent.
+func (s *Server) reply(ctx context.Context, to netip.AddrPort, m *msg, wait bool) {
 	var b [headerLen]byte
-	s.sock.WriteMsgContext(ctx, m.encode(b[:]), nil, to)
+	if err := s.send(ctx, m.encode(b[:]), to, wait); err != nil {
+		s.mu.Lock()
+		s.stats.Unsent++
+		s.mu.Unlock()
+	}
 }
 
 // refuse answers a message the server will not serve and counts why.
@@ -217,8 +407,10 @@ func (s *Server) refuse(ctx context.Context, to netip.AddrPort, m *msg, status u
 		st.BadBlocks++
 	case status == errBadCookie:
 		st.BadCookies++
-	case status == errLimit:
+	case status == errLimit && (aux == limClients || aux == limBuffers):
 		st.OverLimit++
+	case status == errLimit:
+		st.Busy++
 	}
 	drop := status == errUnknownOp && isReplyKind(uint8(aux))
 	if drop {
@@ -226,64 +418,208 @@ func (s *Server) refuse(ctx context.Context, to netip.AddrPort, m *msg, status u
 	}
 	s.mu.Unlock()
 	if !drop {
-		s.fail(ctx, to, m, status, aux)
+		s.fail(ctx, to, m, status, aux, false)
 	}
 }
 
-func (s *Server) fail(ctx context.Context, to netip.AddrPort, req *msg, status uint8, aux uint16) {
+func (s *Server) fail(ctx context.Context, to netip.AddrPort, req *msg, status uint8, aux uint16, wait bool) {
 	s.mu.Lock()
 	s.stats.Errors++
 	s.mu.Unlock()
-	s.reply(ctx, to, &msg{Op: opError, ID: req.ID, Block: req.Block, Buf: req.Buf, Status: status, Aux: aux})
+	s.reply(ctx, to, &msg{Op: opError, ID: req.ID, Block: req.Block, Buf: req.Buf, Status: status, Aux: aux}, wait)
 }
 
-// dispatch starts j in a free slot or queues it.
-func (s *Server) dispatch(ctx context.Context, j job) {
+// enqueue queues a transfer for the dispatcher; it returns a lim* aux when
+// a backlog is full.
+func (s *Server) enqueue(j job) uint16 {
 	s.mu.Lock()
-	if len(s.free) == 0 {
-		s.backlog = append(s.backlog, j)
+	switch {
+	case s.queued[j.from] >= s.maxClient:
 		s.mu.Unlock()
-		return
+		return limClient
+	case !s.backlog.push(j):
+		s.mu.Unlock()
+		return limServer
 	}
-	j.slot = s.free[len(s.free)-1]
+	s.queued[j.from]++
+	s.mu.Unlock()
+	s.wake(s.kick)
+	return 0
+}
+
+func (s *Server) enqueueSum(j job) uint16 {
+	s.mu.Lock()
+	if s.sumsFrom[j.from] > 0 || !s.sums.push(j) {
+		s.mu.Unlock()
+		return limSums
+	}
+	s.sumsFrom[j.from]++
+	s.mu.Unlock()
+	s.wake(s.sumKick)
+	return 0
+}
+
+func (s *Server) wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// dispatcher is the one goroutine that starts transfers and answers their
+// completions, one step at a time: a transfer that fails at once only
+// queues an event, which a later step handles, so a backlog of failing
+// jobs is worked through in a loop, never by recursion.
+func (s *Server) dispatcher(ctx context.Context) {
+	defer s.workers.Done()
+	for {
+		select {
+		case <-s.kick:
+		case <-s.quit:
+			return
+		}
+		for s.step(ctx) {
+		}
+	}
+}
+
+// Actions a step performs after releasing the lock.
+const (
+	actReply   = 1 << iota // send the error reply in status/aux
+	actRelease             // send a release message
+	actWrite               // hand the slot to the writer
+)
+
+// step does one unit of the dispatcher's work and reports whether there
+// was any.
+func (s *Server) step(ctx context.Context) bool {
+	s.mu.Lock()
+	if i, ok := s.events.pop(); ok {
+		sl := &s.slots[i]
+		sl.queued = false
+		j := sl.j
+		act, status, aux := 0, uint8(0), uint16(0)
+		if sl.reported && !sl.handled {
+			sl.handled = true
+			switch {
+			case sl.status == barrier.Success && j.req.Op == opRead:
+				s.stats.Reads++ // the immediate data of the WRITE was the answer
+			case sl.status == barrier.Success:
+				sl.writing = true
+				act |= actWrite
+			default:
+				s.stats.RDMAFailures++
+				act |= actReply
+				status, aux = errTransfer, uint16(sl.status)
+				if sl.status == barrier.TimedOut && !sl.freed {
+					// The kernel may still move data into or out of
+					// the client's buffer: tell the client to hold it.
+					status = errHeld
+					sl.heldMsg = true
+				}
+			}
+		}
+		if sl.handled && sl.freed && !sl.writing {
+			if sl.heldMsg {
+				act |= actRelease
+				s.stats.Releases++
+			}
+			s.releaseSlotLocked(i)
+		}
+		s.mu.Unlock()
+		if act&actReply != 0 {
+			s.fail(ctx, j.from, &j.req, status, aux, true)
+		}
+		if act&actRelease != 0 {
+			s.reply(ctx, j.from, &msg{Op: opRelease, ID: j.req.ID, Block: j.req.Block, Buf: j.req.Buf}, true)
+		}
+		if act&actWrite != 0 {
+			s.writes <- i // never blocks: one entry per slot at most
+		}
+		return true
+	}
+	if len(s.free) == 0 || s.backlog.n == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	j := s.backlog.take(s.fairPickLocked())
+	if s.queued[j.from]--; s.queued[j.from] <= 0 {
+		delete(s.queued, j.from)
+	}
+	s.inflight[j.from]++
+	i := s.free[len(s.free)-1]
 	s.free = s.free[:len(s.free)-1]
+	s.slots[i] = srvSlot{idx: i, j: j, busy: true}
 	s.mu.Unlock()
-	s.start(ctx, j)
+	s.start(ctx, i, j)
+	return true
 }
 
-// freeSlot returns slot to the free list, or hands it to a queued request.
-func (s *Server) freeSlot(slot int) {
-	s.mu.Lock()
-	if len(s.backlog) == 0 {
-		s.free = append(s.free, slot)
-		s.mu.Unlock()
-		return
+// fairLook bounds how far into the backlog the dispatcher looks for the
+// request of a client with fewer transfers in flight.
+const fairLook = 64
+
+// fairPickLocked returns the position in the backlog of the next request
+// to start: the oldest one among those of the clients with the fewest
+// transfers in flight, looking at the first fairLook entries, so that a
+// client that floods cannot hold every slot while another waits.
+func (s *Server) fairPickLocked() int {
+	best, bestN := 0, -1
+	for k := 0; k < s.backlog.n && k < fairLook; k++ {
+		n := s.inflight[s.backlog.at(k).from]
+		if bestN < 0 || n < bestN {
+			best, bestN = k, n
+		}
+		if n == 0 {
+			break
+		}
 	}
-	j := s.backlog[0]
-	s.backlog = s.backlog[1:]
-	s.mu.Unlock()
-	j.slot = slot
-	s.start(context.Background(), j)
+	return best
+}
+
+// releaseSlotLocked returns slot i to the free list.
+func (s *Server) releaseSlotLocked(i int) {
+	from := s.slots[i].j.from
+	if s.inflight[from]--; s.inflight[from] <= 0 {
+		delete(s.inflight, from)
+	}
+	s.slots[i] = srvSlot{idx: i}
+	s.free = append(s.free, i)
+}
+
+// queueLocked puts slot i on the dispatcher's list.
+func (s *Server) queueLocked(i int) {
+	if sl := &s.slots[i]; !sl.queued {
+		sl.queued = true
+		s.events.push(i) // never full: one entry per slot at most
+	}
 }
 
 func (s *Server) span(slot int) rdmaops.Span {
 	return s.region.Span(slot*s.blockSize, s.blockSize)
 }
 
-// start issues the RDMA for j, which owns a slot.
-func (s *Server) start(ctx context.Context, j job) {
-	local := s.span(j.slot)
-	jp := &job{req: j.req, from: j.from, slot: j.slot}
+// start issues the RDMA for j in slot i. Its completion, also a failure
+// to send, comes back through completed as an event.
+func (s *Server) start(ctx context.Context, i int, j job) {
+	if s.testDepth != nil {
+		s.testDepth()
+	}
+	local := s.span(i)
 	var op rdmaops.Op
 	var pl [headerLen]byte
+	var l [1]rdmaops.Span
+	l[0] = local
 	op.Remote = cmsg.Cookie(j.req.Cookie)
-	op.Local = []rdmaops.Span{local}
+	op.Local = l[:]
 	op.Deadline = time.Now().Add(s.timeout)
-	op.Keep = jp
+	op.Keep = &s.slots[i]
 	if j.req.Op == opRead {
 		if _, err := s.f.ReadAt(local.Bytes(), int64(j.req.Block)*int64(s.blockSize)); err != nil && err != io.EOF {
-			s.fail(ctx, j.from, &j.req, errIO, 0)
-			s.freeSlot(j.slot)
+			s.mu.Lock()
+			s.releaseSlotLocked(i)
+			s.mu.Unlock()
+			s.fail(ctx, j.from, &j.req, errIO, 0, true)
 			return
 		}
 		op.Write = true
@@ -292,72 +628,136 @@ func (s *Server) start(ctx context.Context, j job) {
 		op.Payload = (&msg{Op: opWriteFetched, ID: j.req.ID, Block: j.req.Block, Buf: j.req.Buf}).encode(pl[:])
 		op.Flags = cmsg.FlagFence // the client learns its buffer is free only after the READ
 	}
-	if _, err := s.c.Do(ctx, j.from, &op); err != nil {
-		// NotSent completion already released the slot through completed.
-		return
-	}
+	// A failure to send completes the operation as NotSent, through
+	// completed, before Do returns.
+	s.c.Do(ctx, j.from, &op)
 }
 
-// completed runs for every finished RDMA (from the goroutine that read its
-// status): a READ of client data goes on to the writer; a WRITE of a block
-// frees its slot.
+// completed runs when the tracker reports a transfer's status, in the
+// goroutine that completed it (the receive loop, the deadline timer, or
+// the dispatcher for a failure to send). It only records the status for
+// the dispatcher. The slot stays in use until released says its memory is
+// free: with the status for most transfers, but for one that passed its
+// deadline only when the kernel's late status arrives or the socket is
+// closed, since until then the kernel may still read or write it.
 func (s *Server) completed(c barrier.Completion) {
-	j, ok := c.Keep.(*job)
+	sl, ok := c.Keep.(*srvSlot)
 	if !ok {
 		return
 	}
-	if c.Status != barrier.Success {
-		s.mu.Lock()
-		s.stats.RDMAFailures++
-		s.mu.Unlock()
-		s.fail(context.Background(), j.from, &j.req, errTransfer, uint16(c.Status))
-		s.freeSlot(j.slot)
-		return
+	s.mu.Lock()
+	sl.reported, sl.status, sl.tok = true, c.Status, c.Token
+	if c.Status == barrier.TimedOut && !sl.freed {
+		sl.wasHeld = true
+		s.held.Add(1)
+		s.stats.TimedOut++
 	}
-	if j.req.Op == opRead {
-		s.mu.Lock()
-		s.stats.Reads++
-		s.mu.Unlock()
-		s.freeSlot(j.slot)
-		return
-	}
-	s.writes <- j
+	s.queueLocked(sl.idx)
+	s.mu.Unlock()
+	s.wake(s.kick)
 }
 
-// writer writes fetched blocks to the file, fsyncs, and confirms.
-func (s *Server) writer() {
-	defer close(s.wdone)
-	ctx := context.Background()
-	for j := range s.writes {
-		if j.req.Op == opSum {
-			sum, err := s.fileSum()
-			if err != nil {
-				s.fail(ctx, j.from, &j.req, errIO, 0)
-				continue
-			}
-			s.reply(ctx, j.from, &msg{Op: opSumReply, ID: j.req.ID, Sum: sum})
-			continue
+// released runs when the tracker releases a transfer (barrier's
+// OnRelease): the kernel no longer touches the slot's memory.
+func (s *Server) released(c barrier.Completion) {
+	sl, ok := c.Keep.(*srvSlot)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	sl.freed = true
+	if sl.wasHeld {
+		sl.wasHeld = false
+		s.held.Add(-1)
+		if !s.closed {
+			s.stats.LateFreed++
 		}
-		data := s.span(j.slot).Bytes()
-		switch {
-		case crc32.ChecksumIEEE(data) != j.req.CRC:
-			s.fail(ctx, j.from, &j.req, errChecksum, 0)
-		default:
-			_, err := s.f.WriteAt(data, int64(j.req.Block)*int64(s.blockSize))
-			if err == nil {
-				err = s.f.Sync()
+	}
+	s.queueLocked(sl.idx)
+	s.mu.Unlock()
+	s.wake(s.kick)
+}
+
+// writer writes fetched blocks to the file, fsyncs, and confirms. When
+// Serve ends it finishes the writes already fetched.
+func (s *Server) writer(ctx context.Context) {
+	defer s.workers.Done()
+	for {
+		select {
+		case i := <-s.writes:
+			s.writeBlock(ctx, i)
+		case <-s.quit:
+			for {
+				select {
+				case i := <-s.writes:
+					s.writeBlock(ctx, i)
+				default:
+					return
+				}
 			}
-			if err != nil {
-				s.fail(ctx, j.from, &j.req, errIO, 0)
+		}
+	}
+}
+
+func (s *Server) writeBlock(ctx context.Context, i int) {
+	s.mu.Lock()
+	j := s.slots[i].j
+	s.mu.Unlock()
+	data := s.span(i).Bytes()
+	switch {
+	case crc32.ChecksumIEEE(data) != j.req.CRC:
+		s.fail(ctx, j.from, &j.req, errChecksum, 0, true)
+	default:
+		_, err := s.f.WriteAt(data, int64(j.req.Block)*int64(s.blockSize))
+		if err == nil {
+			err = s.f.Sync()
+		}
+		if err != nil {
+			s.fail(ctx, j.from, &j.req, errIO, 0, true)
+			break
+		}
+		s.mu.Lock()
+		s.stats.Writes++
+		s.stats.Syncs++
+		s.mu.Unlock()
+		s.reply(ctx, j.from, &msg{Op: opWriteDone, ID: j.req.ID, Block: j.req.Block, Buf: j.req.Buf, CRC: j.req.CRC}, true)
+	}
+	s.mu.Lock()
+	s.slots[i].writing = false
+	s.queueLocked(i)
+	s.mu.Unlock()
+	s.wake(s.kick)
+}
+
+// summer answers checksum requests, one at a time, apart from transfers
+// and completions.
+func (s *Server) summer(ctx context.Context) {
+	defer s.workers.Done()
+	for {
+		select {
+		case <-s.sumKick:
+		case <-s.quit:
+			return
+		}
+		for {
+			s.mu.Lock()
+			j, ok := s.sums.pop()
+			s.mu.Unlock()
+			if !ok {
 				break
 			}
+			sum, err := s.fileSum()
+			if err != nil {
+				s.fail(ctx, j.from, &j.req, errIO, 0, true)
+			} else {
+				s.reply(ctx, j.from, &msg{Op: opSumReply, ID: j.req.ID, Sum: sum}, true)
+			}
 			s.mu.Lock()
-			s.stats.Writes++
-			s.stats.Syncs++
+			if s.sumsFrom[j.from]--; s.sumsFrom[j.from] <= 0 {
+				delete(s.sumsFrom, j.from)
+			}
 			s.mu.Unlock()
-			s.reply(ctx, j.from, &msg{Op: opWriteDone, ID: j.req.ID, Block: j.req.Block, Buf: j.req.Buf, CRC: j.req.CRC})
 		}
-		s.freeSlot(j.slot)
 	}
 }
 
@@ -374,8 +774,26 @@ func (s *Server) fileSum() ([32]byte, error) {
 // FileSum returns the SHA-256 of the exported file.
 func (s *Server) FileSum() ([32]byte, error) { return s.fileSum() }
 
-// Close releases the server's memory once no transfer is in flight.
+// Close closes the server's socket, which makes the kernel cancel every
+// RDMA operation still queued and drop their keys, completes all pending
+// operations (barrier.Canceled), frees the slots held after timeouts,
+// waits for Serve's workers, and unmaps the server's memory.
 func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	err := s.c.Close() // the tracker releases every operation, held ones too
+	s.workers.Wait()
 	s.c.Tracker().Close()
-	return s.region.Close()
+	if rerr := s.region.Close(); rerr != nil {
+		return rerr
+	}
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // the caller closed the socket already
+	}
+	return err
 }

@@ -86,11 +86,13 @@ type Conn struct {
 	opts    Options
 	closing atomic.Bool
 
-	mode    atomic.Uint32 // RegMode once resolved
-	regs    atomic.Uint64
-	deregs  atomic.Uint64
-	scratch sync.Pool
-	records sync.Pool
+	mode      atomic.Uint32 // RegMode once resolved
+	probeMu   sync.Mutex
+	probePage *Region // the page the registration probe registers
+	regs      atomic.Uint64
+	deregs    atomic.Uint64
+	scratch   sync.Pool
+	records   sync.Pool
 }
 
 // New returns a Conn issuing RDMA on c and tracking operations with tr
@@ -120,21 +122,20 @@ func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 // Close closes the socket and resolves every operation still pending in
 // the tracker with status barrier.Canceled, which is what the kernel does
 // to them: closing an RDS socket drops its queued messages, cancels their
-// RDMA operations and discards the completion notices it had not yet
-// delivered, so no status would ever arrive for them. Close does not wait
-// for the network; it returns once the socket is closed. The tracker is
-// closed too when New created it. A tracker shared by several Conns loses
-// the pending operations of all of them, so give each Conn its own.
+// RDMA operations, waits for the adapter to finish those it had started,
+// and discards the completion notices it had not yet delivered, so no
+// status would ever arrive for them. It also releases the quarantined
+// operations (timed out, memory held back): see the package documentation.
+// Close does not wait for the network; it returns once the socket is
+// closed. The tracker is closed too when New created it. A tracker shared
+// by several Conns loses the pending operations of all of them, so give
+// each Conn its own.
 //
-// Memory: the kernel drops the socket's registrations and keeps the pages
-// of every registration and of every transfer it had already started
-// pinned until the adapter is done with them. The regions of the canceled
-// operations are released (Region.Users drops), so they may be unmapped:
-// a transfer the adapter still completes then writes into pages that are
-// no longer mapped in the process. Do not reuse that memory in place for
-// other data. Registrations (MR) keep counting as users of their region
-// until MR.Free, which after Close only releases that count (the kernel
-// already dropped the key); Region.Close refuses until then.
+// Memory: the kernel drops the socket's registrations. The regions and
+// pool buffers of the released operations are free again (Region.Users
+// drops). Registrations (MR) keep counting as users of their region until
+// MR.Free, which after Close only releases that count (the kernel already
+// dropped the key); Region.Close refuses until then.
 func (c *Conn) Close() error {
 	c.closing.Store(true)
 	err := c.c.Close()
@@ -142,7 +143,27 @@ func (c *Conn) Close() error {
 	if c.ownsTr {
 		c.tr.Close()
 	}
+	c.probeMu.Lock()
+	if c.probePage != nil {
+		c.probePage.Close() // its key died with the socket
+	}
+	c.probeMu.Unlock()
 	return err
+}
+
+// Cancel drops what the socket still has queued for dst
+// (RDS_CANCEL_SENT_TO): messages not yet sent and RDMA operations the
+// peer has not yet acknowledged. The kernel reports each dropped operation
+// with status barrier.Canceled, also one already running on the adapter,
+// whose memory it waits for before the call returns; the call runs inside
+// Tracker().Cancel, so no operation is released before it returns.
+// Operations to dst that had timed out are released when their late
+// Canceled status arrives, so the receive loop must go on feeding the
+// tracker. This is how to get back the memory of operations to a peer
+// that stopped answering without closing the socket. The socket must be
+// bound.
+func (c *Conn) Cancel(dst netip.AddrPort) error {
+	return c.tr.Cancel(func() error { return c.c.CancelSentTo(dst) })
 }
 
 // Socket returns the underlying socket.
@@ -178,38 +199,58 @@ func (c *Conn) putScratch(s *scratch) {
 	c.scratch.Put(s)
 }
 
-// opRecord holds the regions an operation uses until its completion.
+// opRecord holds the regions (and pool buffers) an operation uses until
+// its tracker releases it.
 type opRecord struct {
 	regions [MaxLocal]*Region
-	n       int
+	bufs    [MaxLocal]*Buffer
+	n, nb   int
 	pool    *sync.Pool
 }
 
-// Release implements barrier.Releaser: the operation is complete, its
-// memory no longer in use by the kernel.
+// Release implements barrier.Releaser: the kernel is done with the
+// operation's memory. It runs under the tracker's lock.
 func (r *opRecord) Release(barrier.Completion) {
 	for i := 0; i < r.n; i++ {
 		r.regions[i].release()
 		r.regions[i] = nil
 	}
-	r.n = 0
+	for i := 0; i < r.nb; i++ {
+		r.bufs[i].unhold()
+		r.bufs[i] = nil
+	}
+	r.n, r.nb = 0, 0
 	r.pool.Put(r)
 }
 
-func (c *Conn) newRecord(spans ...Span) *opRecord {
+// newRecord takes the spans' regions (and pool buffers) as the memory of
+// an operation. It fails with ErrBadOp if a region is closed.
+func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 	r := c.records.Get().(*opRecord)
-	for _, s := range spans {
-		s.r.acquire()
+	for i, s := range spans {
+		if !s.r.acquire() {
+			r.Release(barrier.Completion{})
+			return nil, fmt.Errorf("%w: local range %d is in a closed region", ErrBadOp, i)
+		}
 		r.regions[r.n] = s.r
 		r.n++
+		if p := s.r.pool; p != nil {
+			if b := p.bufferAt(s.off); b != nil {
+				b.hold()
+				r.bufs[r.nb] = b
+				r.nb++
+			}
+		}
 	}
-	return r
+	return r, nil
 }
 
 // Do queues op for the peer at to and returns its token. It returns once
 // the kernel accepted the operation; completion comes later through the
 // tracker (Tracker().Wait, WaitAll, Completions). The local memory stays
-// in use, and its region cannot be closed, until then.
+// in use, its region cannot be closed and a pool buffer in it is not lent
+// again, until the tracker releases the operation: with its completion,
+// or for one that timed out only later (see the package documentation).
 //
 // If sendmsg fails the operation is completed at once with status
 // barrier.NotSent and the error is returned with its token.
@@ -217,8 +258,11 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 	if _, err := op.total(); err != nil {
 		return 0, err
 	}
+	rec, err := c.newRecord(op.Local...)
+	if err != nil {
+		return 0, err
+	}
 	s := c.getScratch()
-	rec := c.newRecord(op.Local...)
 	tok := c.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
 	b := cmsg.NewBuilder(s.oob[:0])
 	if err := encodeRDMA(&b, op, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok)); err != nil {
@@ -227,7 +271,7 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 		return tok, err
 	}
 	oob, _ := b.Finish()
-	_, err := c.c.WriteMsgContext(ctx, op.Payload, oob, to)
+	_, err = c.c.WriteMsgContext(ctx, op.Payload, oob, to)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
@@ -260,18 +304,25 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 	if !c.opts.AllowAtomics {
 		return 0, ErrAtomicsDisabled
 	}
+	if a.Result.r == nil {
+		return 0, fmt.Errorf("%w: an atomic's Result must be an 8-byte, 8-aligned span", ErrBadOp)
+	}
+	rec, err := c.newRecord(a.Result)
+	if err != nil {
+		return 0, err
+	}
 	s := c.getScratch()
 	b := cmsg.NewBuilder(s.oob[:0])
 	if err := encodeAtomic(&b, a, 0); err != nil {
+		rec.Release(barrier.Completion{})
 		c.putScratch(s)
 		return 0, err
 	}
-	rec := c.newRecord(a.Result)
 	tok := c.tr.Begin(barrier.Op{Deadline: a.Deadline, Keep: a.Keep, Release: rec})
 	b.Reset(s.oob[:0])
 	encodeAtomic(&b, a, uint64(tok))
 	oob, _ := b.Finish()
-	_, err := c.c.WriteMsgContext(ctx, nil, oob, to)
+	_, err = c.c.WriteMsgContext(ctx, nil, oob, to)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {

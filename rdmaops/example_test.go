@@ -4,9 +4,11 @@ package rdmaops_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/netip"
+	"time"
 
 	"github.com/go-rds/rds/barrier"
 	"github.com/go-rds/rds/cmsg"
@@ -34,6 +36,33 @@ func ExampleConn_Register() {
 		log.Fatal(err)
 	}
 	fmt.Println("registered with", c.RegMode(), "cookie", mr.Cookie())
+}
+
+// GetMR registers memory without sending anything; the cookie goes to the
+// peer in a message of the application's own. On FRWR adapters (every
+// current RoCE adapter, Soft-RoCE) the kernel refuses: use Register.
+func ExampleConn_GetMR() {
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sock.Close()
+	c := rdmaops.New(sock, nil, nil)
+	region, err := rdmaops.NewRegion(16 << 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	peer := netip.MustParseAddrPort("10.0.0.2:4000")
+	mr, err := c.GetMRForDest(peer, region.Span(0, 16<<10), cmsg.FlagReadWrite|cmsg.FlagInvalidate)
+	if errors.Is(err, rdssock.ErrNotSupported) {
+		fmt.Println("FRWR adapter: register with c.Register instead")
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Free()
+	fmt.Println("cookie", mr.Cookie())
 }
 
 // A server writes into a client's buffer with immediate data, then waits
@@ -143,6 +172,25 @@ func ExampleBuffer_Revoke() {
 	if err := b.Confirm(); err != nil { // new key, Available again
 		log.Fatal(err)
 	}
+}
+
+// A peer stopped answering: its operations time out, and their memory
+// stays out of use until the kernel gives it back. Cancel drops what is
+// queued for the peer; the kernel's Canceled statuses, read by the receive
+// loop, release the timed-out operations.
+func ExampleConn_Cancel() {
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := rdmaops.New(sock, barrier.New(&barrier.Config{Timeout: time.Second}), nil)
+	defer c.Close()
+	peer := netip.MustParseAddrPort("10.0.0.1:4000")
+	// ... c.Do(ctx, peer, op) timed out: Wait returned barrier.TimedOut ...
+	if err := c.Cancel(peer); err != nil {
+		log.Print(err)
+	}
+	fmt.Println("quarantined:", c.Tracker().Stats().Quarantined)
 }
 
 // Close resolves every operation still in flight (status canceled), since

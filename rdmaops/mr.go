@@ -13,7 +13,6 @@ import (
 	"unsafe"
 
 	"github.com/go-rds/rds/cmsg"
-	"github.com/go-rds/rds/rdssock"
 )
 
 // An MR is a registration of local memory for remote access: the peer
@@ -56,9 +55,12 @@ func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	if !s.r.acquire() {
+		return nil, fmt.Errorf("%w: registration of a span of a closed region", ErrBadOp)
+	}
 	mode := c.RegMode()
 	if mode == RegAuto {
-		mode = c.probe(s, to)
+		mode = c.probe(to)
 	}
 	var (
 		cookie cmsg.Cookie
@@ -75,6 +77,7 @@ func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.
 			break
 		}
 		if serr := sleepCtx(ctx, backoff); serr != nil {
+			s.r.release()
 			return nil, serr
 		}
 		if backoff < 16*c.opts.MapBackoff {
@@ -82,26 +85,41 @@ func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.
 		}
 	}
 	if err != nil {
+		s.r.release()
 		return nil, err
 	}
 	c.regs.Add(1)
-	s.r.acquire()
 	return &MR{c: c, cookie: cookie, span: s, flags: flags}, nil
 }
 
-// probe decides between RDS_GET_MR and RDS_CMSG_RDMA_MAP by trying
-// RDS_GET_MR_FOR_DEST on s and freeing the key at once. EOPNOTSUPP fixes
-// the mode to RegMap; success to RegGetMR; any other failure (ENODEV
-// before the first IB connection from this address) uses RegMap this time
-// and probes again next time.
-func (c *Conn) probe(s Span, to netip.AddrPort) RegMode {
-	ck, err := c.c.GetMRForDest(to, s.Bytes(), 0)
+// probe decides between RDS_GET_MR and RDS_CMSG_RDMA_MAP by registering a
+// page of the Conn's own with RDS_GET_MR_FOR_DEST and freeing it at once,
+// with invalidation: the caller's memory is never exposed under a key
+// nobody announced. EOPNOTSUPP fixes the mode to RegMap; success to
+// RegGetMR; any other failure (ENODEV before the first IB connection from
+// this address) uses RegMap this time and probes again next time. The
+// page stays mapped until Close, since a freed key is not revoked at once.
+func (c *Conn) probe(to netip.AddrPort) RegMode {
+	c.probeMu.Lock()
+	defer c.probeMu.Unlock()
+	if m := c.RegMode(); m != RegAuto {
+		return m
+	}
+	if c.probePage == nil {
+		r, err := NewRegion(1)
+		if err != nil {
+			return RegMap
+		}
+		c.probePage = r
+	}
+	page := c.probePage.Span(0, c.probePage.Len())
+	ck, err := c.rawGetMR(to, true, page, 0)
 	switch {
 	case err == nil:
-		c.c.FreeMR(ck, 0)
+		c.freeMR(ck, cmsg.FlagInvalidate)
 		c.mode.CompareAndSwap(uint32(RegAuto), uint32(RegGetMR))
 		return RegGetMR
-	case errors.Is(err, rdssock.ErrNotSupported):
+	case errors.Is(err, syscall.EOPNOTSUPP):
 		c.mode.CompareAndSwap(uint32(RegAuto), uint32(RegMap))
 	}
 	return RegMap
@@ -129,13 +147,12 @@ func (c *Conn) registerMap(ctx context.Context, s Span, flags cmsg.Flags, to net
 }
 
 func (c *Conn) registerGetMR(ctx context.Context, s Span, flags cmsg.Flags, to netip.AddrPort, msg []byte) (cmsg.Cookie, error) {
-	raw, err := c.c.GetMRForDest(to, s.Bytes(), uint64(flags))
+	ck, err := c.rawGetMR(to, true, s, flags)
 	if err != nil {
 		return 0, err
 	}
-	ck := cmsg.Cookie(raw)
 	if err := c.announce(ctx, ck, to, msg); err != nil {
-		c.c.FreeMR(raw, 0)
+		c.freeMR(ck, cmsg.FlagInvalidate)
 		return 0, err
 	}
 	return ck, nil
@@ -172,7 +189,7 @@ func (m *MR) FreeFlags(flags cmsg.Flags) error {
 	if !m.freed.CompareAndSwap(false, true) {
 		return ErrFreed
 	}
-	err := m.c.c.FreeMR(uint64(m.cookie), uint64(flags))
+	err := m.c.freeMR(m.cookie, flags)
 	m.span.r.release()
 	m.c.deregs.Add(1)
 	if err != nil && m.c.closing.Load() {
@@ -188,4 +205,4 @@ func (m *MR) FreeFlags(flags cmsg.Flags) error {
 // (RDS_FREE_MR with a zero cookie), which makes the keys of freed
 // registrations invalid without waiting for the pool to fill up. It does
 // not free live registrations: closing the socket does.
-func (c *Conn) Flush() error { return c.c.FreeMR(0, 0) }
+func (c *Conn) Flush() error { return c.freeMR(0, 0) }

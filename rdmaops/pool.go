@@ -66,7 +66,7 @@ const (
 	InTransmission                 // lent out: its cookie travels to the peer, which may read or write it
 	Reading                        // the data landed; the reader is consuming it in place
 	Returning                      // handed back; being re-armed (re-registered if needed)
-	Quarantined                    // key revoked, memory held out of circulation until the peer confirms (Revoke, Confirm)
+	Quarantined                    // held out of circulation: the kernel or the peer may still use the memory (see Pool)
 )
 
 // String returns the state's name.
@@ -91,10 +91,17 @@ type Buffer struct {
 	p      *Pool
 	idx    int
 	span   Span
-	cookie cmsg.Cookie
+	cookie atomic.Uint64 // cmsg.Cookie; Lookup reads it while re-registration writes it
 	state  atomic.Int32
 	stale  bool // the key must be replaced when the buffer returns
 	uses   uint64
+
+	// ops counts this Conn's operations that use the buffer as local
+	// memory and are not yet released by their tracker; revoked is set
+	// from Revoke until Confirm. Either keeps a Quarantined buffer out of
+	// circulation.
+	ops     atomic.Int32
+	revoked atomic.Bool
 }
 
 // Index returns the buffer's number in its pool (0 to Len()-1), the value
@@ -102,7 +109,7 @@ type Buffer struct {
 func (b *Buffer) Index() int { return b.idx }
 
 // Cookie returns the buffer's current registration cookie.
-func (b *Buffer) Cookie() cmsg.Cookie { return b.cookie }
+func (b *Buffer) Cookie() cmsg.Cookie { return cmsg.Cookie(b.cookie.Load()) }
 
 // Span returns the buffer's memory as a Span, Bytes as a byte slice.
 func (b *Buffer) Span() Span    { return b.span }
@@ -124,16 +131,21 @@ func (b *Buffer) Landed() error {
 // Release hands the buffer back: from Reading (consumed), or from
 // InTransmission when the peer is done with it without a landing (for
 // example it read the buffer and its immediate data said the buffer is free
-// again). The buffer is Returning while it is re-armed, then Available.
+// again). The buffer is Returning while it is re-armed, then Available; if
+// an operation of a Conn that used it as local memory is not yet released
+// (it timed out and the kernel may still use the memory), the buffer is
+// Quarantined until that operation is released, and becomes Available
+// then by itself.
 func (b *Buffer) Release() error { return b.ret(false) }
 
 // Fail hands the buffer back after an operation on it failed or timed out:
 // its key is freed (invalidated) and the buffer registered anew before it
-// becomes Available at once. Because the kernel does not revoke a freed key
-// at once (see the package documentation), a late transfer by the peer with
-// the old cookie can still land in the buffer after it was lent again; use
-// Fail only when the peer is known to be done with the old cookie, and
-// Revoke and Confirm otherwise.
+// becomes Available (after the quarantine Release describes, if any).
+// Because the kernel does not revoke a freed key at once (see the package
+// documentation), a late transfer by the peer with the old cookie can still
+// land in the buffer after it was lent again; use Fail only when the peer
+// is known to be done with the old cookie, and Revoke and Confirm
+// otherwise.
 func (b *Buffer) Fail() error { return b.ret(true) }
 
 // Revoke takes a lent buffer (InTransmission or Reading) out of
@@ -152,8 +164,15 @@ func (b *Buffer) Revoke() error {
 	p := b.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Mark first: once Quarantined, an operation's release must find the
+	// buffer revoked and leave it alone.
+	was := b.revoked.Swap(true)
 	if !b.state.CompareAndSwap(int32(InTransmission), int32(Quarantined)) &&
 		!b.state.CompareAndSwap(int32(Reading), int32(Quarantined)) {
+		if !was {
+			b.revoked.Store(false)
+			b.settle() // a release may have skipped it meanwhile
+		}
 		return fmt.Errorf("%w: revoking a buffer %v", ErrBufferState, b.State())
 	}
 	p.quarantined.Add(1)
@@ -161,7 +180,7 @@ func (b *Buffer) Revoke() error {
 		return ErrPoolClosed
 	}
 	b.stale = true
-	err := p.reg.Deregister(b.cookie, cmsg.FlagInvalidate)
+	err := p.reg.Deregister(b.Cookie(), cmsg.FlagInvalidate)
 	p.stats.deregs.Add(1)
 	if err != nil && p.flags&cmsg.FlagUseOnce != 0 {
 		err = nil // the kernel may have dropped a use-once key already
@@ -169,12 +188,14 @@ func (b *Buffer) Revoke() error {
 	return err
 }
 
-// Confirm returns a Quarantined buffer to the pool once the peer confirmed
+// Confirm ends the quarantine of a revoked buffer once the peer confirmed
 // that it no longer uses the buffer's old cookie: the buffer is registered
-// under a new key and becomes Available. If the registration fails the
-// buffer stays Quarantined and Confirm may be called again.
+// under a new key and becomes Available, or stays Quarantined until the
+// operations of a Conn that still use it are released. If the
+// registration fails the buffer stays Quarantined and Confirm may be
+// called again.
 func (b *Buffer) Confirm() error {
-	if b.State() != Quarantined {
+	if b.State() != Quarantined || !b.revoked.Load() {
 		return fmt.Errorf("%w: confirming a buffer %v", ErrBufferState, b.State())
 	}
 	p := b.p
@@ -189,17 +210,43 @@ func (b *Buffer) Confirm() error {
 		return err
 	}
 	p.stats.regs.Add(1)
-	b.cookie = ck
+	b.cookie.Store(uint64(ck))
 	b.stale = false
-	if !b.state.CompareAndSwap(int32(Quarantined), int32(Available)) {
-		p.mu.Unlock()
-		return fmt.Errorf("%w: buffer left quarantine concurrently", ErrBufferState)
-	}
-	p.quarantined.Add(-1)
+	b.revoked.Store(false)
 	p.mu.Unlock()
-	p.stats.returned.Add(1)
-	p.free <- b
+	b.settle()
 	return nil
+}
+
+// settle returns a Quarantined buffer to the pool once nothing holds it
+// any more: no revocation awaiting Confirm, no operation not yet released.
+// Whoever lifts the last hold calls it; the state CAS makes one of them win.
+func (b *Buffer) settle() {
+	if b.revoked.Load() || b.ops.Load() != 0 {
+		return
+	}
+	if !b.state.CompareAndSwap(int32(Quarantined), int32(Returning)) {
+		return
+	}
+	p := b.p
+	p.quarantined.Add(-1)
+	if b.stale || p.flags&cmsg.FlagUseOnce != 0 {
+		// Re-registration makes syscalls; settle may run under a
+		// tracker's lock (an operation's release).
+		go p.rearm(b)
+		return
+	}
+	p.rearm(b)
+}
+
+// hold and unhold count an operation of a Conn that uses the buffer as
+// local memory, from Do until its tracker releases it.
+func (b *Buffer) hold() { b.ops.Add(1) }
+
+func (b *Buffer) unhold() {
+	if b.ops.Add(-1) == 0 {
+		b.settle()
+	}
 }
 
 func (b *Buffer) ret(stale bool) error {
@@ -208,6 +255,15 @@ func (b *Buffer) ret(stale bool) error {
 		return fmt.Errorf("%w: returning a buffer %v", ErrBufferState, b.State())
 	}
 	b.stale = b.stale || stale
+	if b.ops.Load() != 0 {
+		// An operation still uses the memory: quarantine until its
+		// release, which settles the buffer (or settle now, if it was
+		// released in between).
+		b.p.quarantined.Add(1)
+		b.state.Store(int32(Quarantined))
+		b.settle()
+		return nil
+	}
 	return b.p.rearm(b)
 }
 
@@ -217,7 +273,7 @@ type PoolStats struct {
 	Deregistrations uint64 // keys freed
 	Lent            uint64 // Get calls that returned a buffer
 	Returned        uint64 // buffers that became Available again
-	Quarantined     uint64 // buffers Quarantined now (revoked, awaiting Confirm)
+	Quarantined     uint64 // buffers Quarantined now (revoked and awaiting Confirm, or used by an operation not yet released)
 }
 
 // A Pool is a fixed set of buffers of one size in one Region, registered
@@ -226,6 +282,15 @@ type PoolStats struct {
 // registered with cmsg.FlagUseOnce are consumed by their one use, so such a
 // pool registers every buffer again when it returns: the safe pattern
 // against late transfers, at the price of a registration per use.
+//
+// A pool never lends memory that the kernel or the peer may still read or
+// write. A buffer is Quarantined instead of Available while either holds:
+// it was revoked (Revoke) and the peer has not confirmed (Confirm); or it
+// was the local memory of an operation of a Conn (Do) that its tracker has
+// not released: the operation timed out and its late status, the socket's
+// close or a cancel of its destination has not come yet (see the package
+// documentation). The buffer becomes Available by itself when the last
+// such operation is released.
 type Pool struct {
 	reg    Registrar
 	region *Region
@@ -235,6 +300,7 @@ type Pool struct {
 	closed atomic.Bool
 	mu     sync.Mutex // serialises re-registration and Close
 	stats  struct{ regs, deregs, lent, returned atomic.Uint64 }
+	stride int // distance between buffers in the region
 
 	quarantined atomic.Int64
 }
@@ -252,7 +318,8 @@ func NewPool(ctx context.Context, reg Registrar, n, size int, flags cmsg.Flags) 
 	if err != nil {
 		return nil, err
 	}
-	p := &Pool{reg: reg, region: r, flags: flags, bufs: make([]*Buffer, n), free: make(chan *Buffer, n)}
+	p := &Pool{reg: reg, region: r, flags: flags, bufs: make([]*Buffer, n), free: make(chan *Buffer, n), stride: stride}
+	r.pool = p
 	for i := range n {
 		b := &Buffer{p: p, idx: i, span: r.Span(i*stride, size)}
 		ck, err := reg.Register(ctx, b.span, flags)
@@ -261,7 +328,7 @@ func NewPool(ctx context.Context, reg Registrar, n, size int, flags cmsg.Flags) 
 			return nil, err
 		}
 		p.stats.regs.Add(1)
-		b.cookie = ck
+		b.cookie.Store(uint64(ck))
 		p.bufs[i] = b
 		p.free <- b
 	}
@@ -282,11 +349,20 @@ func (p *Pool) Buffer(i int) *Buffer {
 // Lookup returns the buffer registered under ck, or nil.
 func (p *Pool) Lookup(ck cmsg.Cookie) *Buffer {
 	for _, b := range p.bufs {
-		if b != nil && b.cookie == ck {
+		if b != nil && b.Cookie() == ck {
 			return b
 		}
 	}
 	return nil
+}
+
+// bufferAt returns the buffer holding region offset off, or nil.
+func (p *Pool) bufferAt(off int) *Buffer {
+	i := off / p.stride
+	if i < 0 || i >= len(p.bufs) {
+		return nil
+	}
+	return p.bufs[i]
 }
 
 // Get lends an Available buffer (now InTransmission), waiting until one is
@@ -341,14 +417,14 @@ func (p *Pool) rearm(b *Buffer) error {
 			p.mu.Unlock()
 			return ErrPoolClosed
 		}
-		err := p.reg.Deregister(b.cookie, cmsg.FlagInvalidate)
+		err := p.reg.Deregister(b.Cookie(), cmsg.FlagInvalidate)
 		p.stats.deregs.Add(1)
 		if err == nil || p.flags&cmsg.FlagUseOnce != 0 {
 			var ck cmsg.Cookie
 			ck, err = p.reg.Register(context.Background(), b.span, p.flags)
 			if err == nil {
 				p.stats.regs.Add(1)
-				b.cookie = ck
+				b.cookie.Store(uint64(ck))
 				b.stale = false
 			}
 		}
@@ -376,24 +452,25 @@ func (p *Pool) Stats() PoolStats {
 
 // Close frees every buffer's key and unmaps the region. Buffers still lent
 // out are freed too: the caller must know that no transfer can still touch
-// them. Quarantined buffers, whose keys Revoke already freed, are unmapped
+// them. Revoked buffers, whose keys Revoke already freed, are unmapped
 // with the rest: a late transfer against a key the kernel has not revoked
 // yet then lands in pages the kernel still holds pinned for that key and
 // that no longer belong to the process, never in memory the process
 // reuses. Close fails with ErrBusy, leaving the memory mapped, if an
-// operation of a Conn still uses it.
+// operation of a Conn still uses it (not yet released by its tracker);
+// call Close again once it is released to unmap the region.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed.CompareAndSwap(false, true) {
-		return nil
+		return p.region.Close() // nil once unmapped
 	}
 	var first error
 	for _, b := range p.bufs {
-		if b == nil || b.State() == Quarantined {
+		if b == nil || b.revoked.Load() {
 			continue // never registered, or its key already freed by Revoke
 		}
-		if err := p.reg.Deregister(b.cookie, cmsg.FlagInvalidate); err != nil && first == nil {
+		if err := p.reg.Deregister(b.Cookie(), cmsg.FlagInvalidate); err != nil && first == nil {
 			first = err
 		}
 		p.stats.deregs.Add(1)

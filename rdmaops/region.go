@@ -19,13 +19,18 @@ import (
 // moved or reused by the Go runtime: a Region satisfies both.
 //
 // The region counts its users: every registration and every operation in
-// flight that names it. Close refuses to unmap while any exists.
+// flight that names it. Close refuses to unmap while any exists, and once
+// it unmapped, the region takes no new user.
 type Region struct {
-	mu     sync.Mutex
-	mem    []byte
-	users  atomic.Int64
-	closed bool
+	mu    sync.Mutex // serialises Close
+	mem   []byte     // set by NewRegion, never written again (read without a lock)
+	state atomic.Int64
+	pool  *Pool // the pool whose buffers the region holds, if any
 }
+
+// regionClosed is the bit of Region.state set once Close unmapped the
+// memory; the bits below count the users.
+const regionClosed = int64(1) << 62
 
 // NewRegion maps a region of at least size bytes, rounded up to whole
 // pages. The memory is zeroed, populated, and excluded from fork
@@ -47,8 +52,14 @@ func NewRegion(size int) (*Region, error) {
 	return &Region{mem: mem}, nil
 }
 
-// Bytes returns the region's memory. It is valid until Close.
-func (r *Region) Bytes() []byte { return r.mem }
+// Bytes returns the region's memory, nil after Close. It is valid until
+// Close.
+func (r *Region) Bytes() []byte {
+	if r.state.Load()&regionClosed != 0 {
+		return nil
+	}
+	return r.mem
+}
 
 // Len returns the region's size in bytes.
 func (r *Region) Len() int { return len(r.mem) }
@@ -64,10 +75,22 @@ func (r *Region) Span(off, n int) Span {
 
 // Users returns the number of registrations and in-flight operations that
 // use the region.
-func (r *Region) Users() int { return int(r.users.Load()) }
+func (r *Region) Users() int { return int(r.state.Load() &^ regionClosed) }
 
-func (r *Region) acquire() { r.users.Add(1) }
-func (r *Region) release() { r.users.Add(-1) }
+// acquire counts a new user unless the region is closed.
+func (r *Region) acquire() bool {
+	for {
+		v := r.state.Load()
+		if v&regionClosed != 0 {
+			return false
+		}
+		if r.state.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+func (r *Region) release() { r.state.Add(-1) }
 
 // Close unmaps the region. It fails with ErrBusy while a registration or
 // an operation still uses it: the kernel or the peer may still read or
@@ -75,16 +98,16 @@ func (r *Region) release() { r.users.Add(-1) }
 func (r *Region) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	v := r.state.Load()
+	if v&regionClosed != 0 {
 		return nil
 	}
-	if n := r.users.Load(); n != 0 {
-		return fmt.Errorf("%w: %d registrations or operations still use the region", ErrBusy, n)
+	// Closed only from zero users: a user that comes in between fails
+	// the swap, and none comes in after it.
+	if v != 0 || !r.state.CompareAndSwap(0, regionClosed) {
+		return fmt.Errorf("%w: %d registrations or operations still use the region", ErrBusy, r.Users())
 	}
-	r.closed = true
-	mem := r.mem
-	r.mem = nil
-	return os.NewSyscallError("munmap", unix.Munmap(mem))
+	return os.NewSyscallError("munmap", unix.Munmap(r.mem))
 }
 
 // A Span is a range of a Region: a local buffer for RDMA.
@@ -102,9 +125,9 @@ func (s Span) Offset() int { return s.off }
 // Len returns the span's length.
 func (s Span) Len() int { return s.n }
 
-// Bytes returns the span's memory.
+// Bytes returns the span's memory, nil after its region's Close.
 func (s Span) Bytes() []byte {
-	if s.r == nil {
+	if s.r == nil || s.r.state.Load()&regionClosed != 0 {
 		return nil
 	}
 	return s.r.mem[s.off : s.off+s.n : s.off+s.n]

@@ -78,8 +78,10 @@
 //
 // Every SOL_RDS option and ioctl has a method: SetRecvErr,
 // SetCongestionMonitor, CancelSentTo, SetRxPathLatency, SetTOS, TOS,
-// Transport, GetMR, GetMRForDest, FreeMR, plus SO_SNDBUF, SO_RCVBUF,
-// SO_TIMESTAMP and SO_ZEROCOPY. ReadInfo reads any RDS_INFO_* or
+// Transport, plus SO_SNDBUF, SO_RCVBUF, SO_TIMESTAMP and SO_ZEROCOPY. The
+// registration options (RDS_GET_MR, RDS_GET_MR_FOR_DEST, RDS_FREE_MR) are
+// package rdmaops' (Conn.GetMR, GetMRForDest, MR.Free): they take only
+// memory that package mapped. ReadInfo reads any RDS_INFO_* or
 // RDS6_INFO_* table with the kernel's size protocol, and typed methods
 // (Counters, Connections, Sockets, ...) decode them.
 //

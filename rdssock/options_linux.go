@@ -7,7 +7,6 @@ import (
 	"github.com/go-rds/rds/internal/rdsabi"
 	"net"
 	"net/netip"
-	"runtime"
 	"time"
 	"unsafe"
 
@@ -18,11 +17,8 @@ import (
 const (
 	solRDS           = rdsabi.SOL
 	optCancelSentTo  = rdsabi.OptCancelSentTo
-	optGetMR         = rdsabi.OptGetMR
-	optFreeMR        = rdsabi.OptFreeMR
 	optRecvErr       = rdsabi.OptRecvErr
 	optCongMonitor   = rdsabi.OptCongMonitor
-	optGetMRForDest  = rdsabi.OptGetMRForDest
 	optTransport     = rdsabi.OptTransport
 	optRxPathLatency = rdsabi.OptRxPathLatency
 	ioctlSetTOS      = rdsabi.IoctlSetTOS
@@ -264,96 +260,6 @@ func (c *Conn) TOS() (uint8, error) {
 		return errnoErr(e)
 	})
 	return tos, opError("ioctl", c.LocalAddr(), nil, wrapSyscall("ioctl(SIOCRDSGETTOS)", err, ""))
-}
-
-// GetMR registers region for remote access (RDS_GET_MR) and returns its
-// RDMA cookie. region must stay mapped and must not move until the key is
-// freed: use memory outside the Go heap (package rdmaops owns such
-// buffers). Current kernels with FRWR-only adapters (Soft-RoCE included)
-// answer ErrNotSupported; register with an RDS_CMSG_RDMA_MAP control
-// message instead.
-func (c *Conn) GetMR(region []byte, flags uint64) (uint64, error) {
-	if len(region) == 0 {
-		return 0, opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("GetMR: empty region"))
-	}
-	cookie, unpin := pinnedCookie()
-	defer unpin()
-	args := rdsabi.GetMRArgs{
-		Vec:        rdsabi.Iovec{Addr: uint64(uintptr(unsafe.Pointer(&region[0]))), Bytes: uint64(len(region))},
-		CookieAddr: uint64(uintptr(unsafe.Pointer(cookie))),
-		Flags:      flags,
-	}
-	err := c.control(func(fd int) error {
-		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optGetMR,
-			uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
-		return errnoErr(e)
-	})
-	runtime.KeepAlive(region)
-	return *cookie, opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_GET_MR)", err, getMRDetail(err)))
-}
-
-// GetMRForDest is GetMR for a socket that may not yet have a connection:
-// dst tells the kernel which connection's device to register with
-// (RDS_GET_MR_FOR_DEST).
-func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (uint64, error) {
-	if len(region) == 0 {
-		return 0, opError("setsockopt", c.LocalAddr(), &Addr{dst}, fmt.Errorf("GetMRForDest: empty region"))
-	}
-	var sa sockaddrBuf
-	if _, err := sa.put(dst); err != nil {
-		return 0, opError("setsockopt", c.LocalAddr(), &Addr{dst}, err)
-	}
-	cookie, unpin := pinnedCookie()
-	defer unpin()
-	args := rdsabi.GetMRForDestArgs{
-		Vec:        rdsabi.Iovec{Addr: uint64(uintptr(unsafe.Pointer(&region[0]))), Bytes: uint64(len(region))},
-		CookieAddr: uint64(uintptr(unsafe.Pointer(cookie))),
-		Flags:      flags,
-	}
-	copy(args.DestAddr[:], (*[unix.SizeofSockaddrInet6]byte)(unsafe.Pointer(&sa.raw))[:])
-	err := c.control(func(fd int) error {
-		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optGetMRForDest,
-			uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
-		return errnoErr(e)
-	})
-	runtime.KeepAlive(region)
-	return *cookie, opError("setsockopt", c.LocalAddr(), &Addr{dst}, wrapSyscall("setsockopt(RDS_GET_MR_FOR_DEST)", err, getMRDetail(err)))
-}
-
-func getMRDetail(err error) string {
-	switch err {
-	case unix.EOPNOTSUPP:
-		return "this kernel cannot register memory with RDS_GET_MR on FRWR adapters (Soft-RoCE included): register with an RDS_CMSG_RDMA_MAP control message"
-	case unix.ENODEV:
-		return "no RDMA device serves the bound address: bind to an address on an InfiniBand/RoCE device"
-	}
-	return ""
-}
-
-// FreeMR releases a registration (RDS_FREE_MR). With RDS_RDMA_INVALIDATE
-// in flags the key is invalidated, but the kernel does not wait for that:
-// a peer may still use the old key for a short time. A zero cookie does not
-// free the socket's keys: it asks the transport to flush its pool of
-// unused registrations. A socket's remaining keys go when it is closed.
-func (c *Conn) FreeMR(cookie, flags uint64) error {
-	args := rdsabi.FreeMRArgs{Cookie: cookie, Flags: flags}
-	err := c.control(func(fd int) error {
-		_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), solRDS, optFreeMR,
-			uintptr(unsafe.Pointer(&args)), unsafe.Sizeof(args), 0)
-		return errnoErr(e)
-	})
-	return opError("setsockopt", c.LocalAddr(), nil, wrapSyscall("setsockopt(RDS_FREE_MR)", err, ""))
-}
-
-// pinnedCookie returns a heap word for the kernel to write a cookie into
-// through cookie_addr. The address travels inside an argument struct as an
-// integer, which the garbage collector does not see, so the word is pinned
-// until unpin is called.
-func pinnedCookie() (cookie *uint64, unpin func()) {
-	cookie = new(uint64)
-	var p runtime.Pinner
-	p.Pin(cookie)
-	return cookie, p.Unpin
 }
 
 func boolInt(b bool) int {

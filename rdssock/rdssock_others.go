@@ -177,17 +177,6 @@ func (c *Conn) SetTOS(tos uint8) error { return notLinux() }
 // TOS fails: RDS needs Linux.
 func (c *Conn) TOS() (uint8, error) { return 0, notLinux() }
 
-// GetMR fails: RDS needs Linux.
-func (c *Conn) GetMR(region []byte, flags uint64) (uint64, error) { return 0, notLinux() }
-
-// GetMRForDest fails: RDS needs Linux.
-func (c *Conn) GetMRForDest(dst netip.AddrPort, region []byte, flags uint64) (uint64, error) {
-	return 0, notLinux()
-}
-
-// FreeMR fails: RDS needs Linux.
-func (c *Conn) FreeMR(cookie, flags uint64) error { return notLinux() }
-
 // ReadBatch fails: RDS needs Linux.
 func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, error) {
 	return 0, notLinux()

@@ -33,8 +33,10 @@ func countFDs(t *testing.T) int {
 // which must return at once and resolve every operation (success for the
 // ones the kernel finished, canceled for the rest); round 2 closes only
 // the socket underneath, so the tracker learns nothing and the
-// operations' deadlines (3 s) must resolve them. A goroutine blocked in
-// the barrier returns in every round. The owner of the registered memory
+// operations' deadlines (3 s) must resolve them: reported timed out, but
+// quarantined (the barrier holds, the region keeps its users) until the
+// test tells the tracker the socket is gone (CompleteAll). A goroutine
+// blocked in the barrier returns in every round. The owner of the registered memory
 // then closes its Conn while its key is live: its region must refuse to
 // unmap (the peer may still write into it) until the MR is freed. No
 // goroutine or descriptor outlives the rounds.
@@ -98,7 +100,23 @@ func TestCloseInFlight(t *testing.T) {
 		<-p.server.done // the receive loop saw the close
 		limit := time.Second
 		if raw {
-			limit = 5 * time.Second
+			// Every op times out, none is released, the barrier holds.
+			for wait := time.Now(); tr.Outstanding() != 0; time.Sleep(10 * time.Millisecond) {
+				if time.Since(wait) > 5*time.Second {
+					t.Fatalf("round %d: %d ops still pending 5s after the close", round, tr.Outstanding())
+				}
+			}
+			q := tr.Stats().Quarantined
+			select {
+			case err := <-waited:
+				t.Fatalf("round %d: barrier passed timed-out ops the kernel may still run (%v)", round, err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if q == 0 || sreg.Users() != q || tr.HighWater() >= last {
+				t.Fatalf("round %d: after the deadlines: %d quarantined, region users %d, mark %d (last %d)", round, q, sreg.Users(), tr.HighWater(), last)
+			}
+			t.Logf("round %d: %d ops timed out and quarantined; the socket is closed: CompleteAll", round, q)
+			tr.CompleteAll(barrier.Canceled)
 		}
 		select {
 		case err := <-waited:
@@ -158,5 +176,4 @@ func TestCloseInFlight(t *testing.T) {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("leak: goroutines %d -> %d, descriptors %d -> %d\n%s", g0, g1, fd0, fd1, buf[:runtime.Stack(buf, true)])
 	}
-	_ = barrier.Success
 }

@@ -564,7 +564,11 @@ func (o *stressOpts) newRDMATask(s *sender, t *senderTask) error {
 		rt.slots[i] = rdmaSlot{slot: i, span: [1]rdmaops.Span{region.Span(i*stride, int(o.rdmaSize))}}
 		rt.free <- i
 	}
-	tr := barrier.New(&barrier.Config{Timeout: o.timeout, OnComplete: func(c barrier.Completion) { s.rdmaDone(t, c) }})
+	tr := barrier.New(&barrier.Config{
+		Timeout:    o.timeout,
+		OnComplete: func(c barrier.Completion) { s.rdmaDone(t, c) },
+		OnRelease:  func(c barrier.Completion) { t.rdma.rdmaReleased(c) },
+	})
 	rt.rc = rdmaops.New(t.c, tr, nil)
 	t.rdma = rt
 	return nil
@@ -577,7 +581,9 @@ func (rt *rdmaTask) close() {
 	rt.region.Close()
 }
 
-// rdmaDone runs for every completed operation of task t.
+// rdmaDone runs for every completed operation of task t: it counts the
+// outcome. The slot is lent again only by rdmaReleased, because after a
+// timeout the kernel may still transfer into it.
 func (s *sender) rdmaDone(t *senderTask, c barrier.Completion) {
 	rt := t.rdma
 	sl, ok := c.Keep.(*rdmaSlot)
@@ -605,7 +611,15 @@ func (s *sender) rdmaDone(t *senderTask, c barrier.Completion) {
 		s.errs.Add(1)
 		rt.failOnce.Do(func() { close(rt.fail) })
 	}
-	rt.free <- sl.slot
+}
+
+// rdmaReleased runs when the kernel can no longer touch an operation's
+// slot: at its completion, or for a timed-out one at its late status or
+// when the socket closes.
+func (rt *rdmaTask) rdmaReleased(c barrier.Completion) {
+	if sl, ok := c.Keep.(*rdmaSlot); ok {
+		rt.free <- sl.slot
+	}
 }
 
 // runRDMATask is runTask for the RDMA mode.
@@ -744,7 +758,8 @@ loop:
 	werr := rt.rc.Tracker().WaitAll(wctx, rt.rc.Tracker().Last())
 	cancel()
 	if werr != nil {
-		return timeoutf("task %d: %d RDMA operations still outstanding after %v", t.id, rt.rc.Tracker().Outstanding(), o.timeout)
+		st := rt.rc.Tracker().Stats()
+		return timeoutf("task %d: after %v, %d RDMA operations still pending and %d timed out with their memory still held by the kernel", t.id, o.timeout, rt.rc.Tracker().Outstanding(), st.Quarantined)
 	}
 	ferr := s.finish(ctx, e, t, t.acked.Load(), readerDone)
 	select {
