@@ -75,10 +75,12 @@ type Options struct {
 // an address of an RDMA device (the IB transport), tracking each operation
 // with a barrier.Tracker.
 //
-// The Conn does not read the socket. The application's receive loop must
-// pass the control bytes of every message it reads to Tracker().Process
-// (HandleControl does that and also extracts RDMA_DEST cookies), since RDMA
-// completion notices arrive there as 0-byte messages.
+// Read the socket through the Conn: Wait and WaitAll read the completion
+// notices in the waiting goroutine, ReadMsg returns the data messages (see
+// "Reading the socket" in the package documentation). A program that reads
+// the socket itself must pass the control bytes of every message to
+// HandleControl (or Tracker().Process), since RDMA completion notices
+// arrive there as 0-byte messages.
 type Conn struct {
 	c       *rdssock.Conn
 	tr      *barrier.Tracker
@@ -160,8 +162,8 @@ func (c *Conn) Close() error {
 // whose memory it waits for before the call returns; the call runs inside
 // Tracker().Cancel, so no operation is released before it returns.
 // Operations to dst that had timed out are released when their late
-// Canceled status arrives, so the receive loop must go on feeding the
-// tracker. This is how to get back the memory of operations to a peer
+// Canceled status arrives, so the socket must go on being read (Wait,
+// ReadMsg). This is how to get back the memory of operations to a peer
 // that stopped answering without closing the socket. The socket must be
 // bound.
 func (c *Conn) Cancel(dst netip.AddrPort) error {
@@ -248,8 +250,8 @@ func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 }
 
 // Do queues op for the peer at to and returns its token. It returns once
-// the kernel accepted the operation; completion comes later through the
-// tracker (Tracker().Wait, WaitAll, Completions). The local memory stays
+// the kernel accepted the operation; completion comes later: Conn.Wait or
+// WaitAll (or the tracker's Completions). The local memory stays
 // in use, its region cannot be closed and a pool buffer in it is not lent
 // again, until the tracker releases the operation: with its completion,
 // or for one that timed out only later (see the package documentation).
@@ -343,7 +345,8 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 // resolves the RDMA completion notices in them through the tracker and
 // returns the cookie of an RDS_CMSG_RDMA_DEST, if the message carried one
 // (the peer announced a registration with it). notices is the number of
-// completion notices.
+// completion notices. It is for programs that read the socket themselves;
+// ReadMsg and Wait do this for every message they read.
 func (c *Conn) HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, err error) {
 	notices, err = c.tr.Process(oob)
 	if err != nil {
