@@ -34,6 +34,8 @@ type Conn struct {
 	busyPoll          atomic.Int64 // Config.BusyPoll in nanoseconds
 
 	readDeadline, writeDeadline deadlineMux
+
+	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
 }
 
 // Socket creates an unbound RDS socket with cfg applied (nil means
@@ -55,6 +57,10 @@ func Socket(cfg *Config) (*Conn, error) {
 	}
 	c := newConn(s, rc)
 	if err := c.applyConfig(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := c.initWarmUps(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -143,6 +149,7 @@ func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return opError("close", c.LocalAddr(), nil, net.ErrClosed)
 	}
+	c.closeWarmUps()
 	return opError("close", c.LocalAddr(), nil, c.s.Close())
 }
 

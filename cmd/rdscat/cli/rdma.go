@@ -89,7 +89,7 @@ func (o *rdmaOpts) run(e *env, args []string) error {
 		return fmt.Errorf("%v uses the %v transport: RDMA needs InfiniBand/RoCE: %w (put the address on an RDMA device, e.g. a Soft-RoCE rxe link)", cAddr, tr, rdssock.ErrTransportUnavailable)
 	}
 	say("rdma: client %v, server %v (transport infiniband)", cAddr, sAddr)
-	if ok, err := warmUp(e, cs, sAddr.Addr(), 5*time.Second); err != nil || !ok {
+	if ok, err := warmUp(e, nil, cs, sAddr.Addr(), 5*time.Second); err != nil || !ok {
 		return fmt.Errorf("no RDS ping reply from %v: the IB connection did not come up (%v)", sAddr.Addr(), err)
 	}
 

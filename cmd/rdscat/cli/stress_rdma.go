@@ -625,7 +625,7 @@ func (rt *rdmaTask) rdmaReleased(c barrier.Completion) {
 // runRDMATask is runTask for the RDMA mode.
 func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o, rt := s.o, t.rdma
-	if _, err := warmUp(e, t.c, s.dst.Addr(), o.warmup); err != nil {
+	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
 	if tr, err := t.c.Transport(); err != nil || tr != rdssock.TransportIB {
