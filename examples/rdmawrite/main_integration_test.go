@@ -343,3 +343,119 @@ func TestIntegrationWaitReadMsgAllocs(t *testing.T) {
 		t.Errorf("Do x8 + Conn.WaitAll + ReadMsg x8: %v allocations, want 0", allocs)
 	}
 }
+
+// pair sets up two Conns over rxe, the passive one with a 4 KiB
+// registration announced to the active one.
+func pair(t *testing.T) (pc, ac *rdmaops.Conn, p netip.AddrPort, cookie cmsg.Cookie) {
+	t.Helper()
+	p, a := ports()
+	psock, err := rdssock.Listen(p, &rdssock.Config{WaitCongested: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc = rdmaops.New(psock, nil, nil)
+	t.Cleanup(func() { pc.Close() })
+	asock, err := rdssock.Listen(a, &rdssock.Config{WaitCongested: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac = rdmaops.New(asock, nil, nil)
+	t.Cleanup(func() { ac.Close() })
+	region, _ := rdmaops.NewRegion(4096)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pc.Register(ctx, region.Span(0, 4096), cmsg.FlagReadWrite, a, nil); err != nil {
+		t.Fatal(err)
+	}
+	return pc, ac, p, cookieAt(t, ac)
+}
+
+// TestIntegrationWaitKeepsMessages sends data messages to a socket whose
+// only reader is Conn.Wait: they must all come out of ReadMsg afterwards,
+// in order, and Wait must not lose or reorder them.
+func TestIntegrationWaitKeepsMessages(t *testing.T) {
+	vmtest.Require(t)
+	pc, ac, p, cookie := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	region, _ := rdmaops.NewRegion(4096)
+	op := &rdmaops.Op{Write: true, Remote: cookie, Local: []rdmaops.Span{region.Span(0, 4096)}}
+	const n = 10 // fewer than rdmaops.Backlog
+	for i := range n {
+		if _, err := pc.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "msg %d", i), nil, ac.Socket().LocalAddrPort()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // let them arrive before the notices
+	for range 20 {
+		tok, err := ac.Do(ctx, p, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := ac.Wait(ctx, tok); err != nil || st != barrier.Success {
+			t.Fatalf("Wait: %v %v", st, err)
+		}
+	}
+	buf := make([]byte, 64)
+	for i := range n {
+		m, err := ac.ReadMsg(ctx, buf, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("msg %d", i); string(buf[:m.N]) != want || m.From != p {
+			t.Fatalf("message %d: %q from %v, want %q from %v", i, buf[:m.N], m.From, want, p)
+		}
+	}
+}
+
+// TestIntegrationWaitBesideReadMsg waits for operations while another
+// goroutine sits in ReadMsg on the same Conn and receives data: the
+// reader processes the notices, the waiter is woken by the tracker, and
+// every data message reaches the reader.
+func TestIntegrationWaitBesideReadMsg(t *testing.T) {
+	vmtest.Require(t)
+	pc, ac, p, cookie := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const n = 200
+	got := make(chan string, n)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			m, err := ac.ReadMsg(ctx, buf, nil)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- string(buf[:m.N])
+		}
+	}()
+	go func() {
+		for i := range n {
+			if _, err := pc.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "msg %d", i), nil, ac.Socket().LocalAddrPort()); err != nil {
+				return
+			}
+		}
+	}()
+	region, _ := rdmaops.NewRegion(4096)
+	op := &rdmaops.Op{Write: true, Remote: cookie, Local: []rdmaops.Span{region.Span(0, 4096)}}
+	for range 300 {
+		tok, err := ac.Do(ctx, p, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := ac.Wait(ctx, tok); err != nil || st != barrier.Success {
+			t.Fatalf("Wait: %v %v", st, err)
+		}
+	}
+	for i := range n {
+		select {
+		case s := <-got:
+			if want := fmt.Sprintf("msg %d", i); s != want {
+				t.Fatalf("message %d: %q, want %q", i, s, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("only %d of %d messages reached ReadMsg", i, n)
+		}
+	}
+}
