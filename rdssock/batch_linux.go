@@ -297,10 +297,16 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 // the error is nil and the next call reports what stopped it (for example
 // ErrCongested). With Config.WaitCongested the batch waits out congestion
 // instead; if that wait ends early (deadline, context, Close) the count of
-// messages already accepted comes with the error. ctx may be nil.
+// messages already accepted comes with the error. Like WriteMsg, it first
+// brings up the connection to each new peer. ctx may be nil.
 func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, error) {
 	if len(ms) == 0 {
 		return 0, nil
+	}
+	for i := range ms {
+		if err := c.warmedUp(ctx, ms[i].Addr, flags); err != nil {
+			return 0, opError("write", c.LocalAddr(), addrOrNil(ms[i].Addr), c.pollErr(err))
+		}
 	}
 	op, err := getBatch(ms, flags, true, false)
 	if err != nil {

@@ -70,6 +70,15 @@ type Config struct {
 	// 0. The TOS of a socket can be set only once and only before it sends.
 	TOS uint8
 
+	// NoAutoWarmUp turns off the automatic warm-up: by default, a Conn's
+	// first send to a peer over RDS/TCP first brings the connection up
+	// (see WarmUp and the package documentation), so that messages on a
+	// new connection arrive in order and are not exposed to the kernel's
+	// loss while its paths are set up. With NoAutoWarmUp, sends go to the
+	// kernel at once, as on a raw non-blocking socket; set it when the
+	// application calls WarmUp itself or pings peers that do not answer.
+	NoAutoWarmUp bool
+
 	// NetNS, if not zero, is a file descriptor of a network namespace in
 	// which to create the socket (see github.com/mdlayher/socket). Needs
 	// CAP_SYS_ADMIN. Interface names there are unknown to this process:

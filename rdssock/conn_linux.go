@@ -35,6 +35,8 @@ type Conn struct {
 	busyPoll          atomic.Int64 // Config.BusyPoll in nanoseconds
 
 	readDeadline, writeDeadline deadlineMux
+
+	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
 }
 
 // Socket creates an unbound RDS socket with cfg applied (nil means
@@ -57,6 +59,10 @@ func Socket(cfg *Config) (*Conn, error) {
 	c := newConn(s, rc)
 	c.otherNS = cfg.NetNS != 0
 	if err := c.applyConfig(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := c.initWarmUps(cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -145,6 +151,7 @@ func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return opError("close", c.LocalAddr(), nil, net.ErrClosed)
 	}
+	c.closeWarmUps()
 	return opError("close", c.LocalAddr(), nil, c.s.Close())
 }
 

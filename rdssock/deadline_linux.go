@@ -49,6 +49,13 @@ func (m *deadlineMux) userPassed() bool {
 	return !m.user.IsZero() && !time.Now().Before(m.user)
 }
 
+// userDeadline returns the application's deadline; zero means none.
+func (m *deadlineMux) userDeadline() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.user
+}
+
 func (m *deadlineMux) applyLocked() error {
 	d := m.user
 	for w := range m.waiters {

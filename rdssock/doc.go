@@ -47,11 +47,32 @@
 // socket is bound to; messages still queued when a socket is closed are
 // freed without a counter.
 //
-// Call WarmUp before the first messages on a new RDS/TCP connection: until
-// the kernels' handshake agreed on the number of paths, Linux puts a
-// non-blocking sender's messages on path 0, and afterwards on the
-// socket's own path, so later messages can overtake the first ones (RDS
-// orders per path). A Conn is always non-blocking.
+// # New connections
+//
+// A Conn is always non-blocking, and Linux sends a non-blocking socket's
+// messages on a new RDS/TCP connection on path 0 until the kernels'
+// handshake has agreed on the number of paths, and on the socket's own
+// path afterwards, so later messages could overtake the first ones (RDS
+// orders per path); a blocking C socket waits for the handshake instead.
+// Linux up to at least 6.12 can also lose messages sent while the paths
+// are being set up (see the BUG notes). So a Conn's first send to each
+// peer over RDS/TCP brings the connection up first, as WarmUp does: it
+// pings the peer from temporary sockets until the kernel answers and waits
+// for the connection's TCP paths. The send's deadline or context bounds
+// its wait (a send whose deadline passes first fails with the deadline's
+// error, and the warm-up goes on for the next one). Concurrent first sends
+// to one peer share one warm-up; later sends to that peer look it up
+// without allocating and go straight to the kernel. A send with
+// MSG_DONTWAIT does not wait: it fails with EAGAIN until the warm-up it
+// started is done. Pings (sends to port 0) never wait, and loopback and
+// InfiniBand connections, which have one path, need no warm-up.
+//
+// If the peer does not answer within 3 seconds (its net.rds.ping_enable is
+// 0, or it is unreachable), or the paths have not settled within 10
+// seconds, the send goes ahead without it and WarmUpTimeouts counts it:
+// without an answered handshake the kernel keeps the socket on path 0. Set
+// Config.NoAutoWarmUp to send at once instead, for example when calling
+// WarmUp ahead of time or when peers do not answer pings.
 //
 // # Options and information tables
 //
@@ -81,8 +102,9 @@ package rdssock
 
 // BUG(kernel): Linux up to at least 6.12 can lose messages sent while a new
 // RDS/TCP connection sets up its paths: the accepting side resets a path
-// whose TCP already acknowledged them. WarmUp avoids it, except when both
-// hosts open the same connection at the same moment. Upstream fixed it in
+// whose TCP already acknowledged them. The automatic warm-up (and WarmUp)
+// avoids it, except when both hosts open the same connection at the same
+// moment. Upstream fixed it in
 // "net/rds: rds_tcp_accept_one ought to not discard messages".
 
 // BUG(kernel): after RDS/TCP connections are reset, Linux up to at least

@@ -122,16 +122,17 @@ func ExampleConn_packetConn() {
 	pc.WriteTo([]byte("to myself"), to)
 }
 
-// Bring a new RDS/TCP connection fully up before the first data message,
-// so that no message is exposed to the kernel's path set-up.
+// Bring a new RDS/TCP connection fully up ahead of time, within a limit
+// of one's own, instead of at the first send (which a Conn does by itself
+// unless Config.NoAutoWarmUp is set).
 func ExampleWarmUp() {
 	local, peer := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := rdssock.WarmUp(ctx, local, peer, nil); err != nil {
 		log.Fatal(err)
 	}
-	c, err := rdssock.Listen(netip.AddrPortFrom(local, 4000), nil)
+	c, err := rdssock.Listen(netip.AddrPortFrom(local, 4000), &rdssock.Config{NoAutoWarmUp: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -290,6 +290,8 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 // Connect. b may be empty: a 0-byte message with control data is how some
 // RDMA requests travel, and a 0-byte message to port 0 is an RDS ping.
 //
+// The first send to a peer over RDS/TCP first brings the connection up,
+// unless Config.NoAutoWarmUp is set (see the package documentation).
 // The call waits while the send buffer is full. It fails with ErrCongested
 // when the destination port is congested (or waits, with
 // Config.WaitCongested) and with ErrMessageTooLarge when b exceeds half the
@@ -310,6 +312,9 @@ func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPo
 }
 
 func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+	if err := c.warmedUp(ctx, to, flags); err != nil {
+		return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
+	}
 	op := getOp(b, oob, flags)
 	if to.IsValid() {
 		sl, err := op.sa.put(to)

@@ -187,5 +187,8 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 	return 0, notLinux()
 }
 
+// WarmUpTimeouts returns 0: RDS needs Linux.
+func (c *Conn) WarmUpTimeouts() uint64 { return 0 }
+
 // WarmUp fails: RDS needs Linux.
 func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error { return notLinux() }

@@ -3,7 +3,6 @@
 package reliability
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -56,7 +55,11 @@ type freshOutcome struct {
 	// (TcpExt.TCPAbortOnData).
 	aborts    [2]int64
 	connReset int // RDS conn_reset: path shutdowns
-
+	// pings is how many RDS pings the kernel received (recv_ping, both
+	// namespaces): the kernels' own handshake probes (handshakeProbes)
+	// and any warm-up's.
+	pings          int
+	warmUpTimeouts uint64 // the senders' rdssock WarmUpTimeouts
 }
 
 // freshSender is one sender's part of a freshOutcome.
@@ -80,31 +83,34 @@ func (fs freshSender) missingBlock() bool {
 }
 
 // runFresh binds a receiver, then a sender, and sends n numbered messages
-// at once, with no ping or other warm-up, over a connection that did not
-// exist before. It waits up to wait for them.
+// at once over a connection that did not exist before. It waits up to wait
+// for them.
 //
 // With bothWays, a second sender on the receiving side sends n messages
 // the other way at the same moment, so both kernels set up the connection
 // at once.
 //
-// With warm, rdssock.WarmUp brings the connection up from the sending side
-// after the freshness check and before the first message.
-func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays, warm bool, wait time.Duration) freshOutcome {
+// With auto, the senders use rdssock's automatic warm-up (the default):
+// their first send brings the connection up. Without it they are created
+// with Config.NoAutoWarmUp and the kernel sees the raw sends, with no ping
+// or other warm-up.
+func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays, auto bool, wait time.Duration) freshOutcome {
 	t.Helper()
 	recvSide := peer
 	if sendSide == peer {
 		recvSide = local
 	}
+	cfg := &rdssock.Config{NoAutoWarmUp: !auto}
 	f := newFlow(t)
 	rc := f.receiver(recvSide, to, nil)
 	var back *rdssock.Conn
 	if bothWays {
 		back = f.receiver(sendSide, from, nil)
 	}
-	s := f.sender(sendSide, from, rc, n, 4096, nil)
+	s := f.sender(sendSide, from, rc, n, 4096, cfg)
 	recvSides := []side{recvSide}
 	if bothWays {
-		f.sender(recvSide, to, back, n, 4096, nil)
+		f.sender(recvSide, to, back, n, 4096, cfg)
 		recvSides = append(recvSides, sendSide)
 	}
 	for _, c := range []*rdssock.Conn{s.c, rc} {
@@ -113,23 +119,6 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 		}
 		if flags, ok := connFlags(t, c, to, from); ok {
 			t.Fatalf("connection %v -> %v exists before the first send (flags %#x): not fresh", to, from, flags)
-		}
-	}
-	if warm {
-		cfg := &rdssock.Config{}
-		if sendSide == peer {
-			ns, err := vmtest.PeerNamespace()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ns.Close()
-			cfg.NetNS = ns.FD()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := rdssock.WarmUp(ctx, from, to, cfg)
-		cancel()
-		if err != nil {
-			t.Fatalf("WarmUp(%v -> %v): %v", from, to, err)
 		}
 	}
 	before, tcpBefore := counters(t, s.c), tcpBoth(t)
@@ -152,6 +141,10 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 		o.dropped += delta(t, before, after, name)
 	}
 	o.connReset = delta(t, before, after, "conn_reset")
+	o.pings = delta(t, before, after, "recv_ping")
+	for _, sn := range f.senders {
+		o.warmUpTimeouts += sn.c.WarmUpTimeouts()
+	}
 	f.tr.mu.Lock()
 	for i, sn := range f.senders {
 		p := f.tr.pairs[sn.id]
@@ -277,7 +270,8 @@ func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to 
 }
 
 // TestFreshConnection sends numbered messages on brand-new RDS/TCP
-// connections without any warm-up, several times: from the smaller
+// connections without any warm-up (the senders set
+// rdssock.Config.NoAutoWarmUp), several times: from the smaller
 // address (which initiates every RDS/TCP path), from the larger one (whose
 // first connection attempt the smaller side refuses and replaces), and
 // both ways at once. Every accepted message must arrive exactly once, in
@@ -291,8 +285,12 @@ func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to 
 // so. In 11 runs of this test on the two kernels (264 fresh connections),
 // 15 lost messages this way and 3 were reordered (2 both-ways on 6.1, 1
 // one-way on 6.12). Any other loss, any
-// duplicate, corruption or reordering fails. TestFreshConnectionWarmedUp
-// shows that rdssock.WarmUp avoids both.
+// duplicate, corruption or reordering fails. TestFreshConnectionAutoWarmUp
+// shows that rdssock's automatic warm-up avoids both.
+//
+// It also checks that NoAutoWarmUp leaves the kernel alone: the kernels
+// may receive at most their own handshake probes (recv_ping), where a
+// warm-up adds at least warmUpPingers pings per sender.
 func TestFreshConnection(t *testing.T) {
 	vmtest.Require(t)
 	hi, hp := handles(t)
@@ -305,10 +303,15 @@ func TestFreshConnection(t *testing.T) {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
 			var bad, known, lanes []string
+			pings := 0
 			for i := range reps {
 				from, to := dir.pair(t, hi, hp)
 				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second)
 				total.add(o.res)
+				pings += o.pings
+				if o.pings > handshakeProbes {
+					t.Errorf("run %d %v -> %v with NoAutoWarmUp: the kernel received %d RDS pings, more than the %d handshake probes of one connection: something warmed up", i, from, to, o.pings, handshakeProbes)
+				}
 				var miss []string
 				for _, fs := range o.senders {
 					miss = append(miss, fmt.Sprintf("sender %d -> %s namespace: %s", fs.id, fs.recvSide, seqRanges(fs.missing)))
@@ -330,7 +333,7 @@ func TestFreshConnection(t *testing.T) {
 					bad = append(bad, fmt.Sprintf("run %d: %+v", i, o.res))
 				}
 			}
-			outcome := fmt.Sprintf("%d of %d runs exactly-once in order", reps-len(bad)-len(known)-len(lanes), reps)
+			outcome := fmt.Sprintf("%d of %d runs exactly-once in order; NoAutoWarmUp; %d RDS pings received in all", reps-len(bad)-len(known)-len(lanes), reps, pings)
 			if len(known) > 0 {
 				outcome += fmt.Sprintf("; %d runs lost a block of acknowledged messages (kernel accept-discard bug)", len(known))
 			}
@@ -394,34 +397,115 @@ func seqRanges(s []uint64) string {
 	return b.String()
 }
 
-// TestFreshConnectionWarmedUp is TestFreshConnection with rdssock.WarmUp
-// called first: the library's answer to the kernel's accept-discard bug.
-// Here any loss fails, known signature or not.
-func TestFreshConnectionWarmedUp(t *testing.T) {
+// handshakeProbes is how many RDS pings the kernels exchange on their own
+// while a fresh connection comes up: a handshake probe (from port 1) from
+// each end at most. Without a warm-up, 1 or 2 were counted per run on 6.1.
+const handshakeProbes = 2
+
+// warmUpPingers is how many temporary sockets rdssock's warm-up pings
+// from (rdssock's warmUpPingers); each is answered at least once.
+const warmUpPingers = 4
+
+// TestFreshConnectionAutoWarmUp is TestFreshConnection with the senders'
+// default configuration, without any explicit warm-up call: each sender's
+// first send brings its brand-new connection up before the message goes
+// out. Every accepted message must arrive exactly once and in order; any
+// loss, duplicate or reordering fails, known kernel signature or not. The
+// kernel must have received the warm-up's pings, and no warm-up may have
+// given up (WarmUpTimeouts).
+func TestFreshConnectionAutoWarmUp(t *testing.T) {
 	vmtest.Require(t)
 	hi, hp := handles(t)
 	const (
-		reps = 6
+		reps = 8
 		n    = 200
 	)
 	for _, dir := range freshDirections {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
-			failed := 0
+			failed, pings := 0, 0
 			for i := range reps {
 				from, to := dir.pair(t, hi, hp)
+				start := time.Now()
 				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
 				total.add(o.res)
+				pings += o.pings
+				t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; took %v",
+					i, from, to, o.res.accepted, o.res.received, o.res.dup, o.res.reordered, o.res.lost, o.pings, time.Since(start).Round(time.Millisecond))
 				if !o.res.clean() {
 					failed++
-					t.Errorf("run %d %v -> %v after WarmUp: %+v; RDS counters: %s; TCP counters:%s", i, from, to, o.res, o.deltas, o.tcp)
+					t.Errorf("run %d %v -> %v with automatic warm-up: %+v; RDS counters: %s; TCP counters:%s", i, from, to, o.res, o.deltas, o.tcp)
+				}
+				if want := warmUpPingers * len(o.senders); o.pings < want {
+					t.Errorf("run %d %v -> %v: the kernel received %d RDS pings, want at least %d (the warm-up's, %d senders): did the sends warm up?", i, from, to, o.pings, want, len(o.senders))
+				}
+				if o.warmUpTimeouts != 0 {
+					t.Errorf("run %d %v -> %v: %d warm-ups gave up", i, from, to, o.warmUpTimeouts)
 				}
 			}
-			outcome := fmt.Sprintf("%d of %d runs exactly-once in order after rdssock.WarmUp", reps-failed, reps)
+			outcome := fmt.Sprintf("%d of %d runs exactly-once in order with automatic warm-up; %d RDS pings received in all", reps-failed, reps, pings)
 			if failed > 0 {
 				outcome = "FAILED: " + outcome
 			}
-			logLine(t, "fresh-connection-warmed-"+dir.name, total, outcome)
+			logLine(t, "fresh-connection-auto-warm-up-"+dir.name, total, outcome)
 		})
 	}
+}
+
+// pingEnable is the sysctl that lets the kernel answer RDS pings, its own
+// handshake probes included. It is global, not per namespace.
+const pingEnable = "/proc/sys/net/rds/ping_enable"
+
+// TestFreshConnectionPingDisabled shows the automatic warm-up's bound: with
+// net.rds.ping_enable 0 no ping is answered, so each sender's first send
+// waits for the warm-up to give up (3 s), WarmUpTimeouts counts it, and the
+// messages go out anyway. Without an answered handshake probe the kernels
+// never learn a path count, so every message stays on path 0: one-way
+// traffic still arrives exactly once and in order.
+func TestFreshConnectionPingDisabled(t *testing.T) {
+	vmtest.Require(t)
+	hi, hp := handles(t)
+	old, err := os.ReadFile(pingEnable)
+	if err != nil {
+		t.Fatalf("read %s: %v", pingEnable, err)
+	}
+	if err := os.WriteFile(pingEnable, []byte("0"), 0); err != nil {
+		t.Fatalf("write %s: %v", pingEnable, err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(pingEnable, old, 0); err != nil {
+			t.Errorf("restore %s: %v", pingEnable, err)
+		}
+	})
+	const (
+		reps = 3
+		n    = 200
+	)
+	dir := freshDirections[0] // smaller-to-larger
+	var total result
+	failed := 0
+	for i := range reps {
+		from, to := dir.pair(t, hi, hp)
+		start := time.Now()
+		o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
+		took := time.Since(start)
+		total.add(o.res)
+		t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; %d warm-ups gave up; took %v",
+			i, from, to, o.res.accepted, o.res.received, o.res.dup, o.res.reordered, o.res.lost, o.pings, o.warmUpTimeouts, took.Round(time.Millisecond))
+		if !o.res.clean() {
+			failed++
+			t.Errorf("run %d %v -> %v with ping_enable 0: %+v; RDS counters: %s", i, from, to, o.res, o.deltas)
+		}
+		if o.warmUpTimeouts != uint64(len(o.senders)) {
+			t.Errorf("run %d: %d warm-ups gave up, want %d (one per sender)", i, o.warmUpTimeouts, len(o.senders))
+		}
+		if took < 3*time.Second {
+			t.Errorf("run %d took %v: the first send did not wait for the warm-up's bound of 3s", i, took)
+		}
+	}
+	outcome := fmt.Sprintf("%d of %d runs exactly-once in order with ping_enable 0 (warm-up gave up, sent anyway)", reps-failed, reps)
+	if failed > 0 {
+		outcome = "FAILED: " + outcome
+	}
+	logLine(t, "fresh-connection-ping-disabled", total, outcome)
 }

@@ -3,6 +3,7 @@
 package reliability
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -698,52 +699,28 @@ var directions = []direction{
 }
 
 // warmUp brings up the RDS/TCP connections of the topology, IPv4 and
-// IPv6, in both directions.
+// IPv6, in both directions, with rdssock.WarmUp: the fault tests start
+// only once every path is up (traffic on a path that is still being
+// accepted can be lost, see freshOutcome.acceptDiscard).
 func warmUp(t testing.TB) {
 	t.Helper()
 	for _, p := range directions {
-		c := open(t, p.s, netip.AddrPortFrom(p.from, port()), nil)
-		ping(t, c, p.to)
-		waitPaths(t, c, p.from, p.to)
-		c.Close()
-	}
-}
-
-// mpathWorkers is RDS_MPATH_WORKERS, the TCP paths of one RDS/TCP
-// connection on kernels with multipath.
-const mpathWorkers = 8
-
-// waitPaths waits until c's namespace lists mpathWorkers TCP sockets
-// between a and b (RDS6_INFO_TCP_SOCKETS), or their number has stayed the
-// same for half a second. Paths 1-7 are connected after the handshake
-// ping; traffic on a path that is still being accepted can be lost (see
-// freshOutcome.acceptDiscard), so the fault tests start only once they
-// are up.
-func waitPaths(t testing.TB, c *rdssock.Conn, a, b netip.Addr) {
-	t.Helper()
-	last, since := -1, time.Now()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		socks, err := c.TCPSockets6()
-		if err != nil {
-			t.Fatalf("TCPSockets6: %v", err)
-		}
-		n := 0
-		for _, s := range socks {
-			l, r := s.Local.Addr().Unmap(), s.Peer.Addr().Unmap()
-			if l == a && r == b || l == b && r == a {
-				n++
+		var cfg rdssock.Config
+		if p.s == peer {
+			ns, err := vmtest.PeerNamespace()
+			if err != nil {
+				t.Fatal(err)
 			}
+			defer ns.Close()
+			cfg.NetNS = ns.FD()
 		}
-		if n >= mpathWorkers {
-			return
-		}
-		if n != last {
-			last, since = n, time.Now()
-		} else if n > 0 && time.Since(since) > 500*time.Millisecond {
-			return
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := rdssock.WarmUp(ctx, p.from, p.to, &cfg)
+		cancel()
+		if err != nil {
+			t.Fatalf("WarmUp(%v -> %v) in the %s namespace: %v", p.from, p.to, p.s, err)
 		}
 	}
-	t.Fatalf("the RDS/TCP paths between %v and %v did not settle within 10s (%d TCP sockets)", a, b, last)
 }
 
 // connFlags returns the flags of the RDS connection l -> r in c's

@@ -257,86 +257,41 @@ func isRoot() bool { return os.Geteuid() == 0 }
 // netErrClosed is net.ErrClosed, returned by reads on a closed socket.
 var netErrClosed = net.ErrClosed
 
-// warmUp pings peer from c until the kernel there answers, or wait passes,
-// and on RDS/TCP then waits for the connection's TCP paths to come up.
-// On the kernels measured, the first data message on a new RDS/TCP
-// connection across namespaces was sometimes lost (the sender's TCP got it
-// acknowledged, the receiver never delivered it) while the multipath
-// connections were still being set up; a ping answered first proves the
-// connection carries traffic both ways, and waiting for the paths avoids
-// the race. Pings are answered by
-// the peer's kernel only while its net.rds.ping_enable is 1; warmUp reports
-// whether a reply came. Later duplicate replies arrive as 0-byte messages
-// from port 0, which every reader here ignores.
-func warmUp(e *env, c *rdssock.Conn, peer netip.Addr, wait time.Duration) (bool, error) {
+// warmUp brings the RDS connection from c's address to peer up with
+// rdssock.WarmUp (in sf's namespace, with c's transport; sf may be nil for
+// the current namespace), waiting up to wait, and reports whether it came
+// up. Sends warm a new RDS/TCP connection up by themselves (rdssock's
+// Config.NoAutoWarmUp), within a few seconds; this call also checks, ahead
+// of the data, that the peer's kernel answers RDS pings (only while its
+// net.rds.ping_enable is 1), and on InfiniBand that the connection comes up.
+func warmUp(e *env, sf *sockFlags, c *rdssock.Conn, peer netip.Addr, wait time.Duration) (bool, error) {
 	if wait <= 0 {
 		return false, nil
 	}
-	target := netip.AddrPortFrom(peer, 0)
+	cfg := &rdssock.Config{}
+	if sf != nil {
+		var ns *netlinkcfg.Namespace
+		var err error
+		if cfg, ns, err = sf.config(); err != nil {
+			return false, err
+		}
+		if ns != nil {
+			defer ns.Close()
+		}
+	}
+	if tr, err := c.Transport(); err == nil && (tr == rdssock.TransportTCP || tr == rdssock.TransportIB) {
+		cfg.Transport = tr
+	}
 	ctx, cancel := context.WithTimeout(e.ctx, wait)
 	defer cancel()
-	buf := make([]byte, 64)
-	for {
-		if _, err := c.WriteMsgContext(ctx, nil, nil, target); err != nil && !errors.Is(err, rdssock.ErrCongested) {
-			if ctx.Err() != nil {
-				return false, e.ctx.Err()
-			}
-			return false, explain(err, target)
-		}
-		rctx, rcancel := context.WithTimeout(ctx, 100*time.Millisecond)
-		for {
-			n, _, _, from, err := c.ReadMsgContext(rctx, buf, nil)
-			if err != nil {
-				break
-			}
-			if n == 0 && from == target {
-				rcancel()
-				return true, waitPaths(ctx, c, peer)
-			}
-		}
-		rcancel()
-		if ctx.Err() != nil {
-			return false, e.ctx.Err()
-		}
-	}
-}
-
-// mpathWorkers is RDS_MPATH_WORKERS: the TCP paths of one RDS/TCP
-// connection on current kernels.
-const mpathWorkers = 8
-
-// waitPaths waits until the RDS/TCP connection from c to peer has all its
-// TCP paths, or their number has not changed for half a second (kernels or
-// peers without multipath), or ctx is done. Other transports return at once.
-func waitPaths(ctx context.Context, c *rdssock.Conn, peer netip.Addr) error {
-	if tr, err := c.Transport(); err != nil || tr != rdssock.TransportTCP {
-		return nil
-	}
-	local := c.LocalAddrPort().Addr().Unmap()
-	peer = peer.Unmap()
-	last, since := -1, time.Now()
-	for {
-		socks, err := c.TCPSockets6()
-		if err != nil {
-			return nil // the table is an optimisation, not a requirement
-		}
-		n := 0
-		for _, s := range socks {
-			l, p := s.Local.Addr().Unmap(), s.Peer.Addr().Unmap()
-			if (l == local && p == peer) || (l == peer && p == local) {
-				n++
-			}
-		}
-		if n >= mpathWorkers || (n > 0 && n == last && time.Since(since) > 500*time.Millisecond) {
-			return nil
-		}
-		if n != last {
-			last, since = n, time.Now()
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(20 * time.Millisecond):
-		}
+	switch err := rdssock.WarmUp(ctx, c.LocalAddrPort().Addr(), peer, cfg); {
+	case err == nil:
+		return true, nil
+	case e.ctx.Err() != nil:
+		return false, e.ctx.Err()
+	case ctx.Err() != nil:
+		return false, nil
+	default:
+		return false, explain(err, netip.AddrPortFrom(peer, 0))
 	}
 }

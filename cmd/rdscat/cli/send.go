@@ -153,7 +153,7 @@ func (o *sendOpts) run(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "rdscat: sending from %v to %v (transport %v)\n", c.LocalAddrPort(), dst, tr)
 	}
 
-	if ok, err := warmUp(e, c, dst.Addr(), o.warmup); err != nil {
+	if ok, err := warmUp(e, &o.sock, c, dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("warm-up ping of %v: %w", dst.Addr(), err)
 	} else if !ok && o.warmup > 0 {
 		fmt.Fprintf(e.stderr, "rdscat: warning: no RDS ping reply from %v within %v; sending anyway (is net.rds.ping_enable 0 there?)\n", dst.Addr(), o.warmup)

@@ -798,7 +798,7 @@ func (s *sender) run(ctx context.Context, e *env) error {
 func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o := s.o
 	rr := o.mode == "rr"
-	if _, err := warmUp(e, t.c, s.dst.Addr(), o.warmup); err != nil {
+	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
 	tokens := make(chan struct{}, o.depth)

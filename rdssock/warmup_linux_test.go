@@ -1,0 +1,42 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"net/netip"
+	"testing"
+)
+
+// TestWarmedUpKnownPeerAllocs checks that a send's look-up of a peer whose
+// connection is up allocates nothing, and that pings and Conns without
+// automatic warm-up skip it.
+func TestWarmedUpKnownPeerAllocs(t *testing.T) {
+	a, b, err := socketpairConns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	known := netip.MustParseAddrPort("10.0.0.2:4000")
+	a.warm.mu.Lock()
+	a.warm.markReadyLocked(netip.MustParseAddr("10.0.0.3"))
+	a.warm.markReadyLocked(known.Addr())
+	a.warm.mu.Unlock()
+	if !a.warm.isReady(known.Addr()) || !a.warm.isReady(netip.MustParseAddr("10.0.0.3")) {
+		t.Fatal("a peer marked ready is not found")
+	}
+	if a.warm.isReady(netip.MustParseAddr("10.0.0.4")) {
+		t.Fatal("an unknown peer is found ready")
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := a.warmedUp(nil, known, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.warmedUp(nil, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), 0), 0); err != nil {
+			t.Fatal(err) // a ping: no warm-up
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("warmedUp for a known peer: %v allocations, want 0", allocs)
+	}
+}
