@@ -25,3 +25,7 @@
 //
 //	RELIABILITY|<fault>|kernel=<release>|sent=<n>|accepted=<n>|received=<n>|dup=<n>|reordered=<n>|corrupt=<n>|lost=<n>|outcome=<text>
 package reliability
+
+// TestLinkFailure runs the C flow of bench/cbaseline/rdsfault.c beside the
+// Go one, under the same fault; the VM has no compiler, so build it here.
+//go:generate gcc -O2 -static -Wall -Wextra -Werror -o testdata/rdsfault-c ../../bench/cbaseline/rdsfault.c
