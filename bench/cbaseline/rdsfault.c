@@ -22,9 +22,13 @@
 //
 // usage: rdsfault-c local=ADDR peer=ADDR port=BASE [netns=PATH]
 //                   [sendns=PATH] [senders=2] [pace_us=1000] [idle_ms=3000]
-//                   [count=N]
+//                   [count=N] [nonblock=1]
 // The receiver binds peer:BASE in netns= (default: the caller's), sender i
 // binds local:BASE+1+i in sendns= (default: the caller's). IPv4 only.
+// With nonblock=1 the senders send with MSG_DONTWAIT and wait in poll for
+// POLLOUT on EAGAIN, as a non-blocking application (and the Go library)
+// does; the kernel then does not hold their first messages back until the
+// multipath handshake is done.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -53,6 +57,7 @@
 static struct sockaddr_in local_sa, peer_sa;
 static int port_base, nsenders = 2, pace_us = 1000, idle_ms = 3000;
 static long count;
+static int nonblock;
 static const char *sendns;
 static atomic_int stop_sending, senders_done;
 static atomic_long accepted[MAXSENDERS];
@@ -119,10 +124,15 @@ static void *sender(void *arg)
 			buf[HDR + i] = (unsigned char)(seq * 31 + i);
 		put32(buf + HDR + n, sum(buf, HDR + n));
 		for (;;) {
-			ssize_t r = sendto(fd, buf, HDR + n + 4, 0, (struct sockaddr *)&peer_sa, sizeof(peer_sa));
+			ssize_t r = sendto(fd, buf, HDR + n + 4, nonblock ? MSG_DONTWAIT : 0, (struct sockaddr *)&peer_sa, sizeof(peer_sa));
 			if (r >= 0) {
 				atomic_fetch_add(&accepted[id], 1);
 				break;
+			}
+			if (nonblock && errno == EAGAIN) {
+				struct pollfd p = {.fd = fd, .events = POLLOUT};
+				poll(&p, 1, 100);
+				continue;
 			}
 			if (errno == ENOBUFS || errno == EINTR || errno == EAGAIN) {
 				if (atomic_load(&stop_sending))
@@ -193,6 +203,8 @@ int main(int argc, char **argv)
 			count = atol(a + 6);
 		else if (!strncmp(a, "sendns=", 7))
 			sendns = a + 7;
+		else if (!strncmp(a, "nonblock=", 9))
+			nonblock = atoi(a + 9);
 		else {
 			fprintf(stderr, "rdsfault-c: unknown argument %s\n", a);
 			return 2;
@@ -200,7 +212,7 @@ int main(int argc, char **argv)
 	}
 	if (!have_local || !have_peer || port_base <= 0 || port_base > 65535 - MAXSENDERS ||
 	    nsenders < 1 || nsenders > MAXSENDERS) {
-		fprintf(stderr, "usage: rdsfault-c local=ADDR peer=ADDR port=BASE [netns=PATH] [sendns=PATH] [senders=1-8] [pace_us=N] [idle_ms=N] [count=N]\n");
+		fprintf(stderr, "usage: rdsfault-c local=ADDR peer=ADDR port=BASE [netns=PATH] [sendns=PATH] [senders=1-8] [pace_us=N] [idle_ms=N] [count=N] [nonblock=0|1]\n");
 		return 2;
 	}
 	peer_sa.sin_port = htons(port_base);

@@ -94,7 +94,10 @@ func (fs freshSender) missingBlock() bool {
 // their first send brings the connection up. Without it they are created
 // with Config.NoAutoWarmUp and the kernel sees the raw sends, with no ping
 // or other warm-up.
-func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays, auto bool, wait time.Duration) freshOutcome {
+//
+// alongside, if not nil, runs once the connection is known to be fresh,
+// just before the first send.
+func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays, auto bool, wait time.Duration, alongside func()) freshOutcome {
 	t.Helper()
 	recvSide := peer
 	if sendSide == peer {
@@ -122,6 +125,9 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 		}
 	}
 	before, tcpBefore := counters(t, s.c), tcpBoth(t)
+	if alongside != nil {
+		alongside()
+	}
 	res, _ := f.run(wait)
 	after, tcpAfter := counters(t, s.c), tcpBoth(t)
 	var o freshOutcome
@@ -294,7 +300,6 @@ func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to 
 func TestFreshConnection(t *testing.T) {
 	vmtest.Require(t)
 	hi, hp := handles(t)
-	strict := os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1"
 	const (
 		reps = 8
 		n    = 200
@@ -303,10 +308,27 @@ func TestFreshConnection(t *testing.T) {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
 			var bad, known, lanes []string
-			pings := 0
+			pings, knownLost, lanesReordered := 0, 0, 0
+			cRan, cLost, cDup, cReordered := true, 0, 0, 0 // the C flows beside the Go ones
 			for i := range reps {
 				from, to := dir.pair(t, hi, hp)
-				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second)
+				var cfs []*cFlow
+				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second, func() {
+					cfs = startCFresh(t, dir.from, from, to, n, dir.bothWays)
+				})
+				if cfs == nil {
+					cRan = false
+				}
+				for _, c := range cfs {
+					cr := c.stop(t)
+					t.Logf("run %d: C flow (rdsfault-c, non-blocking sends) on the same fresh connection: %+v", i, cr)
+					if cr.accepted != n || cr.corrupt != 0 || cr.senderr != 0 {
+						t.Errorf("run %d: the C flow did not run cleanly beside the Go flow: %+v", i, cr)
+					}
+					cLost += cr.lost
+					cDup += cr.dup
+					cReordered += cr.reordered
+				}
 				total.add(o.res)
 				pings += o.pings
 				if o.pings > handshakeProbes {
@@ -327,8 +349,10 @@ func TestFreshConnection(t *testing.T) {
 				case o.res.clean():
 				case o.acceptDiscard():
 					known = append(known, fmt.Sprintf("run %d: lost %d (%s)", i, o.res.lost, strings.Join(miss, "; ")))
+					knownLost += o.res.lost
 				case o.handshakeLanes():
 					lanes = append(lanes, fmt.Sprintf("run %d: %d overtaken", i, o.res.reordered))
+					lanesReordered += o.res.reordered
 				default:
 					bad = append(bad, fmt.Sprintf("run %d: %+v", i, o.res))
 				}
@@ -346,15 +370,27 @@ func TestFreshConnection(t *testing.T) {
 			logLine(t, "fresh-connection-"+dir.name, total, outcome)
 			for _, k := range known {
 				msg := "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
-				if strict {
+				if strict() {
 					t.Error(msg)
 				} else {
 					t.Log(msg)
 				}
 			}
+			if !cRan {
+				cLost, cDup, cReordered = -1, -1, -1
+			}
+			t.Logf("C flows on the same fresh connections: lost %d, duplicated %d, reordered %d (-1: not run)", cLost, cDup, cReordered)
+			if len(known) > 0 {
+				cReproduced(t, "accept-discard loss on fresh connections without warm-up", "lost", knownLost, cLost)
+				deviation(t, "accept-discard-loss", knownLost, -1, cLost)
+			}
+			if len(lanes) > 0 {
+				cReproduced(t, "lane switch at the handshake (non-blocking sender)", "reordered", lanesReordered, cReordered)
+				deviation(t, "handshake-lane-switch", lanesReordered, -1, cReordered)
+			}
 			for _, l := range lanes {
 				msg := "KNOWN KERNEL BEHAVIOUR (lane switch: a non-blocking sender's messages go on path 0 until the handshake, then on the socket's own path, and RDS orders per path only): " + l
-				if strict {
+				if strict() {
 					t.Error(msg)
 				} else {
 					t.Log(msg)
@@ -427,7 +463,7 @@ func TestFreshConnectionAutoWarmUp(t *testing.T) {
 			for i := range reps {
 				from, to := dir.pair(t, hi, hp)
 				start := time.Now()
-				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
+				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second, nil)
 				total.add(o.res)
 				pings += o.pings
 				t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; took %v",
@@ -487,7 +523,7 @@ func TestFreshConnectionPingDisabled(t *testing.T) {
 	for i := range reps {
 		from, to := dir.pair(t, hi, hp)
 		start := time.Now()
-		o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
+		o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second, nil)
 		took := time.Since(start)
 		total.add(o.res)
 		t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; %d warm-ups gave up; took %v",
