@@ -286,9 +286,11 @@ func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to 
 // Losses with the signature of the kernel's accept-discard bug (see
 // freshOutcome.acceptDiscard), and reordering with the signature of its
 // lane switch for non-blocking senders (freshOutcome.handshakeLanes), are
-// reported as such but do not fail the test unless
-// RDSTEST_RELIABILITY_STRICT=1: Debian's 6.1 and 6.12 kernels both behave
-// so. In 11 runs of this test on the two kernels (264 fresh connections),
+// reported as such (with DEVIATION lines) and do not fail the test;
+// under RDSTEST_RELIABILITY_STRICT=1 they fail unless the C flow that
+// rdsfault-c sends, non-blocking, on the same brand-new connections in the
+// same run showed at least as many. Debian's 6.1 and 6.12 kernels both
+// behave so. In 11 runs of this test on the two kernels (264 fresh connections),
 // 15 lost messages this way and 3 were reordered (2 both-ways on 6.1, 1
 // one-way on 6.12). Any other loss, any
 // duplicate, corruption or reordering fails. TestFreshConnectionAutoWarmUp
@@ -368,32 +370,24 @@ func TestFreshConnection(t *testing.T) {
 				outcome += fmt.Sprintf("; FAILED in %d runs", len(bad))
 			}
 			logLine(t, "fresh-connection-"+dir.name, total, outcome)
-			for _, k := range known {
-				msg := "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
-				if strict() {
-					t.Error(msg)
-				} else {
-					t.Log(msg)
-				}
-			}
 			if !cRan {
 				cLost, cDup, cReordered = -1, -1, -1
 			}
 			t.Logf("C flows on the same fresh connections: lost %d, duplicated %d, reordered %d (-1: not run)", cLost, cDup, cReordered)
 			if len(known) > 0 {
+				// No bound is read at this fault: the C flow on the
+				// same connections is the only justification.
 				cReproduced(t, "accept-discard loss on fresh connections without warm-up", "lost", knownLost, cLost)
-				deviation(t, "accept-discard-loss", knownLost, -1, cLost)
+				ok := deviation(t, "accept-discard-loss", knownLost, -1, cLost, false)
+				for _, k := range known {
+					judged(t, ok, "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): "+k)
+				}
 			}
 			if len(lanes) > 0 {
 				cReproduced(t, "lane switch at the handshake (non-blocking sender)", "reordered", lanesReordered, cReordered)
-				deviation(t, "handshake-lane-switch", lanesReordered, -1, cReordered)
-			}
-			for _, l := range lanes {
-				msg := "KNOWN KERNEL BEHAVIOUR (lane switch: a non-blocking sender's messages go on path 0 until the handshake, then on the socket's own path, and RDS orders per path only): " + l
-				if strict() {
-					t.Error(msg)
-				} else {
-					t.Log(msg)
+				ok := deviation(t, "handshake-lane-switch", lanesReordered, -1, cReordered, false)
+				for _, l := range lanes {
+					judged(t, ok, "KNOWN KERNEL BEHAVIOUR (lane switch: a non-blocking sender's messages go on path 0 until the handshake, then on the socket's own path, and RDS orders per path only): "+l)
 				}
 			}
 			for _, b := range bad {

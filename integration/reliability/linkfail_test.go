@@ -180,6 +180,7 @@ func TestLinkFailure(t *testing.T) {
 			default:
 				outcome = fmt.Sprintf("FAILED unexpected=%d", res.unexpected)
 			}
+			accepted := true
 			if known {
 				bound := 0
 				for _, sf := range ss {
@@ -193,10 +194,10 @@ func TestLinkFailure(t *testing.T) {
 				case res.lost > 0 && shuffled:
 					// Bounded by the kernel's own count of the drops.
 					cReproduced(t, "loss after a forced reset (lane switch, recv_drop_old_seq)", "lost", res.lost, cLost)
-					deviation(t, "reset-lane-loss", res.lost, oldSeq, cLost)
+					accepted = deviation(t, "reset-lane-loss", res.lost, oldSeq, cLost, true) && accepted
 				case res.lost > 0:
 					cReproduced(t, "loss after a forced reset (acknowledged messages discarded)", "lost", res.lost, cLost)
-					deviation(t, "reset-discard-loss", res.lost, bound+len(ss)*rxMsgs, cLost)
+					accepted = deviation(t, "reset-discard-loss", res.lost, bound+len(ss)*rxMsgs, cLost, true) && accepted
 				}
 				if res.dup > 0 {
 					atReset := 0
@@ -204,7 +205,7 @@ func TestLinkFailure(t *testing.T) {
 						atReset += q
 					}
 					cReproduced(t, "duplicates after a forced reset", "duplicated", res.dup, cDup)
-					deviation(t, "reset-dup", res.dup, atReset, cDup)
+					accepted = deviation(t, "reset-dup", res.dup, atReset, cDup, true) && accepted
 				}
 			}
 			recovered := checkRecovery(t, time.Minute)
@@ -219,11 +220,7 @@ func TestLinkFailure(t *testing.T) {
 				if discarded {
 					msg = fmt.Sprintf("KNOWN KERNEL BUG (RDS/TCP discards messages its TCP already acknowledged when a reconnecting path is reset or refused, so the sender drops them as delivered; each sender lost one block, no larger than its messages in flight during the fault plus those unread at the reset; upstream fixes \"net/rds: rds_tcp_accept_one ought to not discard messages\" and the drain on shutdown in the same series): %+v", res)
 				}
-				if strict() {
-					t.Error(msg)
-				} else {
-					t.Log(msg)
-				}
+				judged(t, accepted, msg)
 			default:
 				t.Errorf("delivery across a link failure: %+v (per sender, with the bounds read at the fault: %+v; %d messages unread at the reset)", res, ss, rxMsgs)
 			}
