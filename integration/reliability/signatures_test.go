@@ -65,6 +65,12 @@ func (s senderFault) dupsInFlight() bool {
 	return len(s.dupSeqs) == s.dup
 }
 
+// blockWithin reports whether the sorted missing sequence numbers are one
+// run of consecutive ones no longer than inFlight.
+func blockWithin(missing []uint64, inFlight int) bool {
+	return consecutive(missing) && len(missing) <= inFlight
+}
+
 // consecutive reports whether the sorted seqs are one run without gaps.
 func consecutive(seqs []uint64) bool {
 	return len(seqs) == 0 || seqs[len(seqs)-1]-seqs[0] == uint64(len(seqs)-1)
@@ -223,5 +229,22 @@ func TestParseRDSTCPUnread(t *testing.T) {
 	}
 	if _, err := parseRDSTCPUnread("header\n 0: 0100000A:4001 0200000A:9C41 01 zz\n"); err == nil {
 		t.Error("parseRDSTCPUnread accepts a queue column without a colon")
+	}
+}
+
+func TestBlockWithin(t *testing.T) {
+	for _, tc := range []struct {
+		missing  []uint64
+		inFlight int
+		want     bool
+	}{
+		{nil, 0, true},
+		{[]uint64{5, 6, 7}, 3, true},
+		{[]uint64{5, 6, 7}, 2, false}, // larger than what was in flight
+		{[]uint64{5, 7}, 10, false},   // two blocks
+	} {
+		if got := blockWithin(tc.missing, tc.inFlight); got != tc.want {
+			t.Errorf("blockWithin(%v, %d) = %v, want %v", tc.missing, tc.inFlight, got, tc.want)
+		}
 	}
 }
