@@ -10,7 +10,9 @@
 // later queues an RDS_CMSG_RDMA_STATUS notice carrying the token and a
 // status on the initiating socket. Whoever reads that socket passes the
 // control bytes of each received message to Process, which resolves every
-// notice in them. An operation whose sendmsg failed is completed by the
+// notice in them. An rdmaops.Conn does that itself in Wait, WaitAll and
+// ReadMsg, which read the socket in the goroutine that needs the
+// completion. An operation whose sendmsg failed is completed by the
 // caller with Complete(token, NotSent).
 //
 // A completion is delivered in three ways, all optional: Wait and WaitAll

@@ -151,20 +151,19 @@ func (cl *Client) Conn() *rdmaops.Conn { return cl.c }
 
 func (cl *Client) loop() {
 	defer close(cl.done)
-	buf, oob := make([]byte, 4096), make([]byte, cmsg.MaxReceiveSpace+8*cmsg.RDMAStatusSpace)
+	buf := make([]byte, 4096)
 	for {
-		n, oobn, _, from, err := cl.sock.ReadMsg(buf, oob)
+		m, err := cl.c.ReadMsg(context.Background(), buf, nil)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		cl.c.HandleControl(oob[:oobn])
-		if n == 0 {
-			continue // completion notices, congestion updates
+		if m.N == 0 {
+			continue // a registration's announcement echoed, a ping reply
 		}
-		cl.receive(buf[:n], from)
+		cl.receive(buf[:m.N], m.From)
 	}
 }
 

@@ -48,7 +48,6 @@ type rdmaEnd struct {
 	sock     *rdssock.Conn
 	c        *rdmaops.Conn
 	msgs     chan rmsg
-	notices  atomic.Int64
 	readErrs atomic.Int64
 	done     chan struct{}
 }
@@ -78,9 +77,9 @@ func newRDMAEnd(t *testing.T, addr netip.Addr, cfg *rdssock.Config, tcfg *barrie
 
 func (e *rdmaEnd) loop(t *testing.T) {
 	defer close(e.done)
-	buf, oob := make([]byte, 1<<16), make([]byte, 64*cmsg.RDMAStatusSpace)
+	buf := make([]byte, 1<<16)
 	for {
-		n, oobn, _, from, err := e.sock.ReadMsg(buf, oob)
+		m, err := e.c.ReadMsg(context.Background(), buf, nil)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -94,13 +93,8 @@ func (e *rdmaEnd) loop(t *testing.T) {
 			t.Errorf("%v: more than 10 ReadMsg errors; receive loop stopped", e.sock.LocalAddrPort())
 			return
 		}
-		dest, has, k, err := e.c.HandleControl(oob[:oobn])
-		if err != nil {
-			t.Errorf("%v: control data: %v", e.sock.LocalAddrPort(), err)
-		}
-		e.notices.Add(int64(k))
-		if n > 0 || has {
-			e.msgs <- rmsg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has, from: from, at: time.Now()}
+		if m.N > 0 || m.HasDest {
+			e.msgs <- rmsg{data: bytes.Clone(buf[:m.N]), dest: m.Dest, hasDest: m.HasDest, from: m.From, at: time.Now()}
 		}
 	}
 }

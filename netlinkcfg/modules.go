@@ -78,23 +78,26 @@ func loadedModulesAt(procRoot string) (map[string]bool, error) {
 // A field is true when the module is listed in /proc/modules or has a
 // /sys/module directory (built-in modules with parameters appear only
 // there); CRC32 is also true when /proc/crypto offers a "crc32" algorithm
-// from any driver.
+// from any driver, or when the running kernel ships no crc32_generic
+// module at all (neither in modules.dep nor in modules.builtin): kernels
+// that dropped it (Debian's 7.2) build the crc32 library in and their rxe
+// uses it directly.
 type ModuleStatus struct {
 	RDS     bool // rds: AF_RDS itself
 	RDSTCP  bool // rds_tcp: the TCP transport
 	RDSRDMA bool // rds_rdma: the InfiniBand/RoCE ("ib") transport
 	RdmaRxe bool // rdma_rxe: Soft-RoCE devices
-	CRC32   bool // crc32 algorithm (crc32_generic), needed to add rxe links
+	CRC32   bool // crc32 for rxe: crc32_generic or a built-in crc32, needed to add rxe links
 	Veth    bool // veth: virtual Ethernet pairs
 }
 
 // RDSModules reports which of rds, rds_tcp, rds_rdma, rdma_rxe,
 // crc32_generic and veth the running kernel provides.
 func RDSModules() (ModuleStatus, error) {
-	return rdsModulesAt("/proc", "/sys")
+	return rdsModulesAt("/proc", "/sys", "/lib/modules", "/usr/lib/modules")
 }
 
-func rdsModulesAt(procRoot, sysRoot string) (ModuleStatus, error) {
+func rdsModulesAt(procRoot, sysRoot string, modRoots ...string) (ModuleStatus, error) {
 	mods, err := loadedModulesAt(procRoot)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return ModuleStatus{}, err
@@ -111,10 +114,40 @@ func rdsModulesAt(procRoot, sysRoot string) (ModuleStatus, error) {
 		RDSTCP:  has(ModuleRDSTCP),
 		RDSRDMA: has(ModuleRDSRDMA),
 		RdmaRxe: has(ModuleRdmaRxe),
-		CRC32:   has(ModuleCRC32Generic) || cryptoHas(filepath.Join(procRoot, "crypto"), "crc32"),
+		CRC32:   has(ModuleCRC32Generic) || cryptoHas(filepath.Join(procRoot, "crypto"), "crc32") || shipsNo(procRoot, modRoots, ModuleCRC32Generic),
 		Veth:    has(ModuleVeth),
 	}
 	return st, nil
+}
+
+// shipsNo reports whether the running kernel's module lists
+// (modules.dep and modules.builtin under one of modRoots/RELEASE, RELEASE
+// read from procRoot/sys/kernel/osrelease) are readable and name no module
+// called name. It is false when no list can be read: then nobody knows.
+func shipsNo(procRoot string, modRoots []string, name string) bool {
+	rel, err := os.ReadFile(filepath.Join(procRoot, "sys", "kernel", "osrelease"))
+	if err != nil {
+		return false
+	}
+	release := strings.TrimSpace(string(rel))
+	known := false
+	for _, root := range modRoots {
+		for _, list := range []string{"modules.dep", "modules.builtin"} {
+			b, err := os.ReadFile(filepath.Join(root, release, list))
+			if err != nil {
+				continue
+			}
+			known = true
+			for line := range strings.Lines(string(b)) {
+				path, _, _ := strings.Cut(line, ":")
+				base := filepath.Base(strings.TrimSpace(path))
+				if mod, _, _ := strings.Cut(base, "."); mod == name || strings.ReplaceAll(mod, "-", "_") == name {
+					return false
+				}
+			}
+		}
+	}
+	return known
 }
 
 // cryptoHas reports whether /proc/crypto (at path) lists an algorithm with
@@ -139,7 +172,7 @@ func cryptoHas(path, alg string) bool {
 const (
 	TransportTCP = "tcp" // RDS/TCP: rds, rds_tcp
 	TransportIB  = "ib"  // RDS/IB on any RDMA device: rds, rds_rdma
-	TransportRxe = "rxe" // RDS/IB over Soft-RoCE: rds, rds_rdma, rdma_rxe, crc32_generic
+	TransportRxe = "rxe" // RDS/IB over Soft-RoCE: rds, rds_rdma, rdma_rxe, and crc32_generic where the kernel ships it
 )
 
 // Missing returns nil when everything the transport needs is present, and

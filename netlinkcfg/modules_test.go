@@ -63,6 +63,29 @@ func TestLoadedModulesFixture(t *testing.T) {
 	}
 }
 
+// A kernel that ships crc32_generic but has not loaded it, and whose
+// /proc/crypto offers no crc32, lacks what its rxe needs; unreadable module
+// lists leave the requirement standing too.
+func TestCRC32Shipped(t *testing.T) {
+	proc := filepath.Join("testdata", "partial", "proc")
+	if !shipsNo(filepath.Join("testdata", "vm72", "proc"), []string{filepath.Join("testdata", "vm72", "lib", "modules")}, ModuleCRC32Generic) {
+		t.Error("vm72 ships no crc32_generic, shipsNo said it does")
+	}
+	if shipsNo(proc, []string{filepath.Join("testdata", "partial", "lib", "modules")}, ModuleCRC32Generic) {
+		t.Error("partial (6.1) ships crc32_generic in modules.dep, shipsNo said it does not")
+	}
+	if shipsNo(proc, []string{filepath.Join("testdata", "nonexistent")}, ModuleCRC32Generic) {
+		t.Error("shipsNo with no readable module list said the kernel ships no crc32_generic")
+	}
+	st, err := rdsModulesAt(proc, filepath.Join("testdata", "partial", "sys"), filepath.Join("testdata", "partial", "lib", "modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.CRC32 {
+		t.Error("partial: crc32_generic shipped but not loaded, and no crc32 in /proc/crypto: CRC32 should be false")
+	}
+}
+
 func TestRDSModulesFixtures(t *testing.T) {
 	for _, tc := range []struct {
 		dir  string
@@ -73,8 +96,12 @@ func TestRDSModulesFixtures(t *testing.T) {
 		{"partial", ModuleStatus{RDS: true, RDSTCP: true, Veth: true}},
 		// No /proc/modules at all: not an error, nothing is loaded.
 		{"host", ModuleStatus{}},
+		// 7.2: no crc32_generic loaded, none shipped (crc32 is built in),
+		// and /proc/crypto has no crc32: rxe needs nothing more.
+		{"vm72", ModuleStatus{RDS: true, RDSTCP: true, RDSRDMA: true, RdmaRxe: true, CRC32: true, Veth: true}},
 	} {
-		got, err := rdsModulesAt(filepath.Join("testdata", tc.dir, "proc"), filepath.Join("testdata", tc.dir, "sys"))
+		dir := filepath.Join("testdata", tc.dir)
+		got, err := rdsModulesAt(filepath.Join(dir, "proc"), filepath.Join(dir, "sys"), filepath.Join(dir, "lib", "modules"))
 		if err != nil {
 			t.Errorf("%s: %v", tc.dir, err)
 			continue

@@ -71,7 +71,7 @@ func (h *Handle) AddRxe(name, netdev string) error {
 
 // rxeAddError explains a failed AddRxe using the module status.
 func (h *Handle) rxeAddError(name, netdev string, err error) error {
-	st, stErr := rdsModulesAt(h.procRoot, h.sysRoot)
+	st, stErr := rdsModulesAt(h.procRoot, h.sysRoot, "/lib/modules", "/usr/lib/modules")
 	return explainRxeAdd(name, netdev, err, st, stErr == nil)
 }
 

@@ -75,10 +75,12 @@ type Options struct {
 // an address of an RDMA device (the IB transport), tracking each operation
 // with a barrier.Tracker.
 //
-// The Conn does not read the socket. The application's receive loop must
-// pass the control bytes of every message it reads to Tracker().Process
-// (HandleControl does that and also extracts RDMA_DEST cookies), since RDMA
-// completion notices arrive there as 0-byte messages.
+// Read the socket through the Conn: Wait and WaitAll read the completion
+// notices in the waiting goroutine, ReadMsg returns the data messages (see
+// "Reading the socket" in the package documentation). A program that reads
+// the socket itself must pass the control bytes of every message to
+// HandleControl (or Tracker().Process), since RDMA completion notices
+// arrive there as 0-byte messages.
 type Conn struct {
 	c       *rdssock.Conn
 	tr      *barrier.Tracker
@@ -93,6 +95,7 @@ type Conn struct {
 	deregs    atomic.Uint64
 	scratch   sync.Pool
 	records   sync.Pool
+	rd        reader
 }
 
 // New returns a Conn issuing RDMA on c and tracking operations with tr
@@ -114,6 +117,7 @@ func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 	}
 	x := &Conn{c: c, tr: tr, ownsTr: owns, opts: o}
 	x.mode.Store(uint32(o.Registration))
+	x.rd.init()
 	x.scratch.New = func() any { return new(scratch) }
 	x.records.New = func() any { r := new(opRecord); r.pool = &x.records; return r }
 	return x
@@ -158,8 +162,8 @@ func (c *Conn) Close() error {
 // whose memory it waits for before the call returns; the call runs inside
 // Tracker().Cancel, so no operation is released before it returns.
 // Operations to dst that had timed out are released when their late
-// Canceled status arrives, so the receive loop must go on feeding the
-// tracker. This is how to get back the memory of operations to a peer
+// Canceled status arrives, so the socket must go on being read (Wait,
+// ReadMsg). This is how to get back the memory of operations to a peer
 // that stopped answering without closing the socket. The socket must be
 // bound.
 func (c *Conn) Cancel(dst netip.AddrPort) error {
@@ -246,14 +250,19 @@ func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 }
 
 // Do queues op for the peer at to and returns its token. It returns once
-// the kernel accepted the operation; completion comes later through the
-// tracker (Tracker().Wait, WaitAll, Completions). The local memory stays
+// the kernel accepted the operation; completion comes later: Conn.Wait or
+// WaitAll (or the tracker's Completions). The local memory stays
 // in use, its region cannot be closed and a pool buffer in it is not lent
 // again, until the tracker releases the operation: with its completion,
 // or for one that timed out only later (see the package documentation).
 //
-// If sendmsg fails the operation is completed at once with status
-// barrier.NotSent and the error is returned with its token.
+// Do waits while the socket's send buffer is full, and while the
+// destination is congested or the kernel answers EAGAIN, until ctx is done
+// or op.Deadline passes: the caller needs no retry loop. A congested
+// destination is waited out in the runtime poller on a socket with
+// rdssock.Config.WaitCongested, and polled with short pauses otherwise.
+// If sendmsg fails for good the operation is completed at once with
+// status barrier.NotSent and the error is returned with its token.
 func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token, error) {
 	if _, err := op.total(); err != nil {
 		return 0, err
@@ -271,7 +280,7 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 		return tok, err
 	}
 	oob, _ := b.Finish()
-	_, err = c.c.WriteMsgContext(ctx, op.Payload, oob, to)
+	err = c.send(ctx, op.Payload, oob, to, op.Deadline)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
@@ -322,7 +331,7 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 	b.Reset(s.oob[:0])
 	encodeAtomic(&b, a, uint64(tok))
 	oob, _ := b.Finish()
-	_, err = c.c.WriteMsgContext(ctx, nil, oob, to)
+	err = c.send(ctx, nil, oob, to, a.Deadline)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
@@ -336,7 +345,8 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 // resolves the RDMA completion notices in them through the tracker and
 // returns the cookie of an RDS_CMSG_RDMA_DEST, if the message carried one
 // (the peer announced a registration with it). notices is the number of
-// completion notices.
+// completion notices. It is for programs that read the socket themselves;
+// ReadMsg and Wait do this for every message they read.
 func (c *Conn) HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, err error) {
 	notices, err = c.tr.Process(oob)
 	if err != nil {
@@ -358,6 +368,33 @@ func (c *Conn) HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notice
 }
 
 func isEAGAIN(err error) bool { return errors.Is(err, syscall.EAGAIN) }
+
+// send sends one operation's message. A full send buffer is waited out in
+// the runtime poller (rdssock), and so is a congested destination on a
+// socket with rdssock.Config.WaitCongested; otherwise congestion
+// (ErrCongested) and an EAGAIN with room in the send buffer are retried
+// after a pause growing from 20µs to 1ms, until ctx is done or deadline
+// (if not zero) passes.
+func (c *Conn) send(ctx context.Context, b, oob []byte, to netip.AddrPort, deadline time.Time) error {
+	pause := 20 * time.Microsecond
+	for {
+		_, err := c.c.WriteMsgContext(ctx, b, oob, to)
+		if err == nil || !(isEAGAIN(err) || errors.Is(err, rdssock.ErrCongested)) || c.closing.Load() {
+			return err
+		}
+		if !deadline.IsZero() && !time.Now().Add(pause).Before(deadline) {
+			return err
+		}
+		if ctx == nil || ctx.Done() == nil {
+			time.Sleep(pause)
+		} else if serr := sleepCtx(ctx, pause); serr != nil {
+			return err
+		}
+		if pause < time.Millisecond {
+			pause *= 2
+		}
+	}
+}
 
 // sleepCtx waits d or until ctx is done.
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -54,9 +54,45 @@
 // Conn.Do queues an RDMA READ or WRITE (Op) with local scatter/gather, an
 // optional payload sent as immediate data, and the flags FENCE and SILENT;
 // NOTIFY_ME is always set and the operation's barrier.Token is its
-// user_token. Do returns once the kernel accepted the operation. The
-// application's receive loop must hand every received control buffer to
-// the tracker (Conn.HandleControl or Tracker().Process).
+// user_token. Do returns once the kernel accepted the operation; it waits
+// out a full send buffer, congestion and EAGAIN itself (in the runtime
+// poller on a socket with rdssock.Config.WaitCongested), until the
+// operation's deadline or the context ends, so callers write no retry
+// loop. Give a READ whose immediate data tells the peer something
+// cmsg.FlagFence (Conn.Read does): without it the kernel may report the
+// READ, and send the payload, before its data is in local memory.
+//
+// # Reading the socket
+//
+// Completion notices arrive on the socket as messages of their own, so
+// the Conn reads the socket; the application does not, and writes no
+// receive loop:
+//
+//   - Conn.Wait(ctx, tok) returns the operation's status, and
+//     Conn.WaitAll(ctx, tok) waits for every operation up to tok. While
+//     no other goroutine reads the socket through the Conn, the waiting
+//     goroutine reads it itself and processes the notices, the way an
+//     RDMA program polls its completion queue: no hand-off between
+//     goroutines per operation. Otherwise it waits on the tracker and
+//     takes over reading when the other reader stops.
+//   - Conn.ReadMsg(ctx, b, oob) returns the next message that has data or
+//     a sender, with the registration it announced (Msg.Dest); it
+//     processes the control data of every message it reads and consumes
+//     the notices.
+//
+// One goroutine reads at a time. A data message that a waiter meets is
+// never lost: the waiter keeps it, up to Backlog messages, and ReadMsg
+// returns those first, in order; a ReadMsg call that waits for the socket
+// makes the waiter give way when data arrives. So an issuer that only
+// calls Do and Wait, and a receiver that only calls ReadMsg, each need
+// one goroutine. With a full backlog and no ReadMsg caller, a waiter
+// still consumes the notices (the kernel hands them out ahead of data)
+// but looks for them only every millisecond or so: call ReadMsg when the
+// peer sends data. The tracker (Tracker) and HandleControl remain for
+// programs that read the socket themselves; then do not mix in Wait or
+// ReadMsg.
+//
+// examples/rdmawrite is a complete program written this way.
 //
 // # Memory lifetime
 //

@@ -66,52 +66,103 @@ func ExampleConn_GetMR() {
 }
 
 // A server writes into a client's buffer with immediate data, then waits
-// for the local completion before reusing its own buffer.
+// for the local completion before reusing its own buffer. ReadMsg returns
+// the request with the client's cookie; Wait reads the completion notice
+// in this goroutine. No receive loop, no retry loop.
 func ExampleConn_Do() {
 	ctx := context.Background()
-	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), nil)
+	// WaitCongested: Do waits in the runtime poller while the client's
+	// port is congested.
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), &rdssock.Config{WaitCongested: true})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer sock.Close()
-	c := rdmaops.New(sock, barrier.New(nil), nil)
-	client := netip.MustParseAddrPort("10.0.0.1:4000")
+	c := rdmaops.New(sock, nil, nil)
+	defer c.Close()
 
 	// The request carried the client's cookie.
-	buf, oob := make([]byte, 256), make([]byte, 1024)
-	_, oobn, _, _, err := sock.ReadMsg(buf, oob)
+	buf := make([]byte, 256)
+	m, err := c.ReadMsg(ctx, buf, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	cookie, ok, _, err := c.HandleControl(oob[:oobn])
-	if err != nil || !ok {
-		log.Fatal("request without a cookie")
+	if !m.HasDest {
+		log.Fatalf("request %q without a cookie", buf[:m.N])
 	}
 
 	region, _ := rdmaops.NewRegion(16 << 10)
 	copy(region.Bytes(), "block 7 contents")
-	tok, err := c.Do(ctx, client, &rdmaops.Op{
+	tok, err := c.Do(ctx, m.From, &rdmaops.Op{
 		Write:   true,
-		Remote:  cookie,
+		Remote:  m.Dest,
 		Local:   []rdmaops.Span{region.Span(0, 8<<10), region.Span(8<<10, 8<<10)},
 		Payload: []byte("block 7 is in your buffer"),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Completion notices arrive on this socket; a receive loop must feed
-	// them to the tracker.
-	go func() {
-		for {
-			_, oobn, _, _, err := sock.ReadMsg(buf, oob)
-			if err != nil {
-				return
+	st, err := c.Wait(ctx, tok)
+	fmt.Println("write", st, err) // the region may be reused now
+}
+
+// Keep depth operations in flight: wait for the oldest before reusing its
+// buffer. Each Wait reads the notices that have arrived, its own and
+// those of the operations after it.
+func ExampleConn_Wait() {
+	ctx := context.Background()
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), &rdssock.Config{WaitCongested: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := rdmaops.New(sock, nil, nil)
+	defer c.Close()
+	buf := make([]byte, 256)
+	m, err := c.ReadMsg(ctx, buf, nil) // the peer's announcement
+	if err != nil || !m.HasDest {
+		log.Fatal("no cookie: ", err)
+	}
+
+	const depth, size = 16, 4096
+	region, _ := rdmaops.NewRegion(depth * size)
+	toks := make([]barrier.Token, depth)
+	ops := make([]rdmaops.Op, depth)
+	for i := range ops {
+		ops[i] = rdmaops.Op{Write: true, Remote: m.Dest, RemoteOffset: uint64(i * size), Local: []rdmaops.Span{region.Span(i*size, size)}}
+	}
+	for n := 0; n < 100000; n++ {
+		i := n % depth
+		if n >= depth {
+			if st, err := c.Wait(ctx, toks[i]); err != nil || st != barrier.Success {
+				log.Fatal(st, err)
 			}
-			c.HandleControl(oob[:oobn])
 		}
-	}()
-	st, err := c.Tracker().Wait(ctx, tok)
-	fmt.Println("write", st, err)
+		// ... fill region.Span(i*size, size) ...
+		if toks[i], err = c.Do(ctx, m.From, &ops[i]); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := c.WaitAll(ctx, c.Tracker().Last()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// The receiving side: ReadMsg returns the messages with data and consumes
+// the completion notices of this socket's own operations.
+func ExampleConn_ReadMsg() {
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c := rdmaops.New(sock, nil, nil)
+	defer c.Close()
+	buf := make([]byte, 4096)
+	for {
+		m, err := c.ReadMsg(context.Background(), buf, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%v: %q\n", m.From, buf[:m.N])
+	}
 }
 
 // A pool lends pre-registered buffers and takes them back without a copy
@@ -176,8 +227,8 @@ func ExampleBuffer_Revoke() {
 
 // A peer stopped answering: its operations time out, and their memory
 // stays out of use until the kernel gives it back. Cancel drops what is
-// queued for the peer; the kernel's Canceled statuses, read by the receive
-// loop, release the timed-out operations.
+// queued for the peer; the kernel's Canceled statuses, read by the next
+// Wait or ReadMsg, release the timed-out operations.
 func ExampleConn_Cancel() {
 	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), nil)
 	if err != nil {

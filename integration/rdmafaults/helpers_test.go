@@ -86,9 +86,9 @@ func (e *end) close() {
 
 func (e *end) loop(t *testing.T) {
 	defer close(e.done)
-	buf, oob := make([]byte, 1<<16), make([]byte, 64*cmsg.RDMAStatusSpace)
+	buf := make([]byte, 1<<16)
 	for {
-		n, oobn, _, from, err := e.sock.ReadMsg(buf, oob)
+		m, err := e.c.ReadMsg(context.Background(), buf, nil)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -97,13 +97,9 @@ func (e *end) loop(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		dest, has, _, err := e.c.HandleControl(oob[:oobn])
-		if err != nil {
-			t.Errorf("%v: control data: %v", e.sock.LocalAddrPort(), err)
-		}
-		if n > 0 || has {
+		if m.N > 0 || m.HasDest {
 			select {
-			case e.msgs <- msg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has, from: from}:
+			case e.msgs <- msg{data: bytes.Clone(buf[:m.N]), dest: m.Dest, hasDest: m.HasDest, from: m.From}:
 			default:
 				t.Errorf("%v: message queue full", e.sock.LocalAddrPort())
 			}

@@ -124,9 +124,9 @@ func newEnd(t *testing.T, tr *barrier.Tracker, p uint16) *end {
 	e := &end{sock: sock, c: rdmaops.New(sock, tr, nil), msgs: make(chan msg, 4096), done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
-		buf, oob := make([]byte, 4096), make([]byte, 64*cmsg.RDMAStatusSpace)
+		buf := make([]byte, 4096)
 		for {
-			n, oobn, _, _, err := sock.ReadMsg(buf, oob)
+			m, err := e.c.ReadMsg(context.Background(), buf, nil)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return
@@ -134,10 +134,9 @@ func newEnd(t *testing.T, tr *barrier.Tracker, p uint16) *end {
 				time.Sleep(10 * time.Millisecond)
 				continue
 			}
-			dest, has, _, _ := e.c.HandleControl(oob[:oobn])
-			if n > 0 || has {
+			if m.N > 0 || m.HasDest {
 				select {
-				case e.msgs <- msg{data: bytes.Clone(buf[:n]), dest: dest, hasDest: has}:
+				case e.msgs <- msg{data: bytes.Clone(buf[:m.N]), dest: m.Dest, hasDest: m.HasDest}:
 				default:
 				}
 			}

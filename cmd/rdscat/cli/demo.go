@@ -204,8 +204,9 @@ func runTour(e *env, t topology) error {
 		regexp.MustCompile(`3 sent, 3 received, 0% loss`))
 
 	tr.section("The kernel's RDS connection table (rds-info's data)")
+	// Connected ("C"), not connecting; it may be sending at that moment ("s").
 	tr.run([]string{"info", "connections"},
-		regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(t.local.String())+` +`+regexp.QuoteMeta(t.peer.String())+` .*--C`))
+		regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(t.local.String())+` +`+regexp.QuoteMeta(t.peer.String())+` .*[s-]-C `))
 
 	tr.section("RDS/TCP: a listener in the peer namespace, a sender here")
 	tr.exchange(ns("listen", "-count", "3", "-sender", "-timeout", "30s"), peer4000,

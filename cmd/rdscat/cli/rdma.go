@@ -122,36 +122,19 @@ func (o *rdmaOpts) run(e *env, args []string) error {
 	say("client: registered %d bytes (cookie %v, %v), sent %q", n, mr.Cookie(), client.RegMode(), req)
 
 	// The server reads the request and its cookie.
-	buf, oob := make([]byte, 4096), make([]byte, cmsg.MaxReceiveSpace)
+	buf := make([]byte, 4096)
 	var cookie cmsg.Cookie
 	for {
-		m, oobn, _, from, err := ss.ReadMsgContext(ctx, buf, oob)
+		m, err := server.ReadMsg(ctx, buf, nil)
 		if err != nil {
 			return fmt.Errorf("server: waiting for the request: %w", err)
 		}
-		dest, has, _, err := server.HandleControl(oob[:oobn])
-		if err != nil {
-			return fmt.Errorf("server: control data: %w", err)
-		}
-		if has && from == cAddr {
-			cookie = dest
-			say("server: request %q from %v with cookie %v", buf[:m], from, cookie)
+		if m.HasDest && m.From == cAddr {
+			cookie = m.Dest
+			say("server: request %q from %v with cookie %v", buf[:m.N], m.From, cookie)
 			break
 		}
 	}
-	// The server's receive loop hands completion notices to its tracker.
-	loopCtx, stopLoop := context.WithCancel(ctx)
-	defer stopLoop()
-	go func() {
-		b, ob := make([]byte, 4096), make([]byte, cmsg.MaxReceiveSpace)
-		for {
-			_, oobn, _, _, err := ss.ReadMsgContext(loopCtx, b, ob)
-			if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
-				return
-			}
-			server.HandleControl(ob[:oobn])
-		}
-	}()
 
 	imm := fmt.Sprintf("done: %d bytes", n)
 	start := time.Now()
@@ -166,7 +149,7 @@ func (o *rdmaOpts) run(e *env, args []string) error {
 		return fmt.Errorf("server: RDMA %s: %w", op, err)
 	}
 	say("server: RDMA %s of %d bytes queued with immediate data %q", op, n, imm)
-	st, err := server.Tracker().Wait(ctx, tok)
+	st, err := server.Wait(ctx, tok)
 	if err != nil {
 		return timeoutf("server: no completion notice for the RDMA %s: %v", op, err)
 	}
@@ -177,13 +160,12 @@ func (o *rdmaOpts) run(e *env, args []string) error {
 
 	// The client gets the immediate data only after the transfer.
 	for {
-		m, oobn, _, from, err := cs.ReadMsgContext(ctx, buf, oob)
+		m, err := client.ReadMsg(ctx, buf, nil)
 		if err != nil {
 			return fmt.Errorf("client: waiting for the immediate data: %w", err)
 		}
-		client.HandleControl(oob[:oobn])
-		if from == sAddr && m > 0 {
-			say("client: immediate data from %v: %q", from, buf[:m])
+		if m.From == sAddr && m.N > 0 {
+			say("client: immediate data from %v: %q", m.From, buf[:m.N])
 			break
 		}
 	}

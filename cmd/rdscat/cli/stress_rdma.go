@@ -791,20 +791,16 @@ func (rt *rdmaTask) failures() string {
 func (s *sender) readRDMATask(ctx context.Context, t *senderTask) error {
 	rt := t.rdma
 	buf := make([]byte, 4096)
-	oob := make([]byte, cmsg.MaxReceiveSpace+64*cmsg.RDMAStatusSpace)
 	cookies := make(map[int]cmsg.Cookie)
 	for {
-		n, oobn, _, from, err := t.c.ReadMsgContext(ctx, buf, oob)
+		m, err := rt.rc.ReadMsg(ctx, buf, nil)
 		if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
 			if ctx.Err() != nil || errors.Is(err, netErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
-		dest, hasDest, _, herr := rt.rc.HandleControl(oob[:oobn])
-		if herr != nil {
-			return fmt.Errorf("control data: %w", herr)
-		}
+		n, from, dest, hasDest := m.N, m.From, m.Dest, m.HasDest
 		if n == 0 || from != s.dst {
 			continue
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command rdstest is the project's single test command. From the repository
 // root:
 //
@@ -14,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -35,13 +36,19 @@ import (
 
 var (
 	flagKernels = flag.String("kernels", envOr("RDSTEST_KERNELS", strings.Join(kernel.Aliases(), ",")),
-		"comma-separated kernels to test: 6.1, 6.12 or linux-image-* package names (env RDSTEST_KERNELS)")
+		"comma-separated kernels to test: 6.1, 6.12, sid (Debian unstable's newest) or linux-image-* package names (env RDSTEST_KERNELS)")
 	flagRun      = flag.String("run", "", "passed to go test -run for the integration tests")
 	flagShort    = flag.Bool("short-circuit", false, "stop at the first failing stage")
 	flagUnit     = flag.Bool("unit", true, "run go vet, the gofmt check and the unit tests on the host")
 	flagSelf     = flag.Bool("selftest", true, "check the rdsvm runner itself (negative cases)")
 	flagVerbose  = flag.Bool("v", false, "print the full output of passing tests too")
 	flagParallel = flag.Int("p", 2, "integration test packages run in parallel (each boots one or two VMs)")
+	flagRace     = flag.Bool("race", true, "also run the host unit tests with -race, and build the -race-pkgs integration packages with -race")
+	flagRacePkgs = flag.String("race-pkgs", "./integration/rdmafaults,./integration/rdmaatomics,./integration/twovmrdma,./integration/twovmhostile",
+		"integration packages whose VM tests run built with -race (with -race); packages whose rdsvm.json says \"race\": true always do")
+	flagCross   = flag.Bool("cross", true, "with -unit: go build and go vet ./... for every cross-build target, and go mod tidy -diff")
+	flagResults = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
+		"write every test result to this file as JSON lines (default <cache>/results/rdstest.jsonl; env RDSTEST_RESULTS)")
 )
 
 func envOr(k, def string) string {
@@ -65,9 +72,19 @@ func (t tally) String() string {
 }
 
 var (
-	total   tally
-	summary []string
+	total     tally
+	summary   []string
+	bootLines []string
+	// results records every counted outcome; see results.go.
+	results = newResultsLog(nil, "")
 )
+
+// fail counts one failure that is not a test (a check, a stage) and
+// records it in the results file.
+func fail(kernel, what string) {
+	total.failed++
+	results.record(result{Kernel: kernel, Package: "check", Test: what, Outcome: "fail"})
+}
 
 func note(format string, args ...any) {
 	line := fmt.Sprintf(format, args...)
@@ -80,15 +97,25 @@ func stage(name string) { fmt.Printf("\n==== rdstest: %s ====\n", name) }
 func main() {
 	flag.Parse()
 	start := time.Now()
-	err := run()
+	err := openResults()
+	if err == nil {
+		err = run()
+	}
 	if err != nil {
 		fmt.Printf("rdstest: %v\n", err)
-		total.failed++
+		fail("", "rdstest: "+firstLine(err.Error()))
 	}
 	printReliability()
 	fmt.Printf("\n==== rdstest summary (%s) ====\n", time.Since(start).Round(time.Second))
 	for _, s := range summary {
 		fmt.Println(s)
+	}
+	if results.path != "" {
+		if results.err != nil {
+			fmt.Printf("results file %s: FAILED to write: %v\n", results.path, results.err)
+		} else {
+			fmt.Printf("results of every test (JSON lines): %s\n", results.path)
+		}
 	}
 	// The last line is the tally alone; CI parses it.
 	fmt.Println(tally{passed: total.passed, failed: total.failed, skipped: total.skipped}.String())
@@ -101,6 +128,40 @@ func main() {
 }
 
 func failed() bool { return total.failed > 0 }
+
+// openResults creates the results file: -results, else
+// <cache>/results/rdstest.jsonl. A relative path is taken from the
+// directory rdstest was started in.
+func openResults() error {
+	path := *flagResults
+	if path == "" {
+		cache, err := kernel.CacheDir()
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(cache, "results", "rdstest.jsonl")
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	l, _, err := createResultsLog(path)
+	if err != nil {
+		return fmt.Errorf("results file: %w", err)
+	}
+	// The file stays open until the process exits; every line is
+	// written as its result arrives.
+	results = l
+	return nil
+}
+
+// notePackages adds the per-package counts of kernel to the summary (the
+// self-tests have their own line).
+func notePackages(kernel string) {
+	for _, l := range results.packageCounts(kernel, selfTestPkg) {
+		summary = append(summary, "    "+l)
+	}
+}
 
 func run() error {
 	root, err := repoRoot()
@@ -118,30 +179,51 @@ func run() error {
 		stage("go vet")
 		if err := runCmd("go", "vet", "./..."); err != nil {
 			note("go vet ./...: FAILED")
-			total.failed++
+			fail("host", "go vet ./...")
 		}
 		if err := runCmd("go", "vet", "-tags", "integration", "./..."); err != nil {
 			note("go vet -tags integration ./...: FAILED")
-			total.failed++
+			fail("host", "go vet -tags integration ./...")
 		}
 		stage("gofmt")
 		out, err := exec.Command("gofmt", "-l", ".").CombinedOutput()
 		if err != nil || len(bytes.TrimSpace(out)) > 0 {
 			fmt.Printf("gofmt -l . lists files that need formatting:\n%s", out)
 			note("gofmt: FAILED")
-			total.failed++
+			fail("host", "gofmt -l .")
+		}
+		if *flagCross {
+			crossChecks()
 		}
 		if *flagShort && failed() {
 			return nil
 		}
 		stage("unit tests (host)")
-		t, err := goTestJSON(nil, "test", "-count=1", "-json", "./...")
+		t0 := time.Now()
+		t, err := goTestJSON("host", false, nil, "test", "-count=1", "-json", "./...")
 		if err != nil {
 			note("unit tests: %v", err)
-			t.failed++
 		}
-		note("unit tests on the host: %s", t)
+		note("unit tests on the host: %s (%s)", t, time.Since(t0).Round(time.Second))
 		total.add(t)
+		if *flagShort && failed() {
+			notePackages("host")
+			return nil
+		}
+		if *flagRace {
+			// Again with the race detector. The plain run above is the
+			// one whose allocation tests mean something: under -race,
+			// sync.Pool drops items at random and those tests skip.
+			stage("unit tests (host, -race)")
+			t0 := time.Now()
+			t, err := goTestJSON("host", true, []string{"CGO_ENABLED=1"}, "test", "-race", "-count=1", "-json", "./...")
+			if err != nil {
+				note("unit tests with -race: %v", err)
+			}
+			note("unit tests on the host with -race: %s (%s)", t, time.Since(t0).Round(time.Second))
+			total.add(t)
+		}
+		notePackages("host")
 		if *flagShort && failed() {
 			return nil
 		}
@@ -175,36 +257,56 @@ func run() error {
 		return errors.New("no kernels selected")
 	}
 	stage("fetch kernels")
-	releases := map[string]string{}
+	// Each kernel is resolved once, here; the VM runs get its exact package
+	// (and version), so every package of the run boots the same kernel.
+	fetched := map[string]*kernel.Kernel{}
+	var ready []string
 	for _, k := range kernels {
 		t0 := time.Now()
 		kk, err := kernel.Fetch(cache, k, func(f string, a ...any) { fmt.Printf("rdstest: "+f+"\n", a...) })
 		if err != nil {
-			return err
+			// Never drop a kernel quietly: it is a failure of the run.
+			fmt.Printf("rdstest: %v\n", err)
+			note("kernel %s: FAILED to fetch, not tested: %s", k, firstLine(err.Error()))
+			fail(k, "fetch kernel "+k)
+			continue
 		}
-		releases[k] = kk.Release
-		fmt.Printf("kernel %s: %s (%s) ready in %s\n", k, kk.Release, kk.Package, time.Since(t0).Round(time.Millisecond))
+		fetched[k] = kk
+		ready = append(ready, k)
+		fmt.Printf("kernel %s: %s (%s) ready in %s\n", k, kk.Release, kk.Spec(), time.Since(t0).Round(time.Millisecond))
+	}
+	if len(ready) == 0 {
+		return errors.New("no kernel could be fetched")
+	}
+	if *flagShort && failed() {
+		return nil
 	}
 
 	if *flagSelf {
 		stage("rdsvm self-tests")
-		t := selfTests(rdsvm, selfcheck, kernels[0], releases[kernels[0]])
-		note("rdsvm self-tests (kernel %s): %s", releases[kernels[0]], t)
+		kk := fetched[ready[0]]
+		t := selfTests(rdsvm, selfcheck, kk.Spec(), kk.Release)
+		note("rdsvm self-tests (kernel %s): %s", kk.Release, t)
 		total.add(t)
 		if *flagShort && failed() {
 			return nil
 		}
 	}
 
-	pkgs, err := integrationPackages()
+	var racePkgs []string
+	if *flagRace {
+		racePkgs = splitList(*flagRacePkgs)
+	}
+	pkgs, err := integrationPackages(racePkgs)
 	if err != nil {
 		return err
 	}
 	if len(pkgs.plain)+len(pkgs.race) == 0 {
 		return errors.New("no package has integration-tagged tests")
 	}
-	for _, k := range kernels {
-		stage("integration tests, kernel " + releases[k])
+	for _, k := range ready {
+		kk := fetched[k]
+		stage("integration tests, kernel " + kk.Release)
 		t0 := time.Now()
 		var t tally
 		for _, group := range []struct {
@@ -216,7 +318,7 @@ func run() error {
 			}
 			args := []string{"test", "-tags", "integration", "-exec", rdsvm, "-count=1", "-json", "-v",
 				"-p", fmt.Sprint(*flagParallel), "-timeout", "10m"}
-			env := []string{"RDSVM_KERNEL=" + k}
+			env := []string{"RDSVM_KERNEL=" + kk.Spec()}
 			if group.race {
 				args = append(args, "-race")
 				env = append(env, "CGO_ENABLED=1")
@@ -225,14 +327,14 @@ func run() error {
 				args = append(args, "-run", *flagRun)
 			}
 			args = append(args, group.pkgs...)
-			gt, err := goTestJSON(env, args...)
+			gt, err := goTestJSON(kk.Release, group.race, env, args...)
 			if err != nil {
 				fmt.Printf("rdstest: %v\n", err)
-				gt.failed++
 			}
 			t.add(gt)
 		}
-		note("kernel %s: %s (%s)", releases[k], t, time.Since(t0).Round(time.Second))
+		note("kernel %s: %s (%s)", kernelLabel(k, kk), t, time.Since(t0).Round(time.Second))
+		notePackages(kk.Release)
 		for _, b := range bootLines {
 			summary = append(summary, "  "+b)
 		}
@@ -243,6 +345,32 @@ func run() error {
 		}
 	}
 	return nil
+}
+
+// kernelLabel names a kernel in the summary: its release and, when it was
+// chosen by an alias, the alias and the package version it resolved to.
+func kernelLabel(name string, k *kernel.Kernel) string {
+	if strings.HasPrefix(name, "linux-image-") {
+		return k.Release
+	}
+	if k.Version != "" {
+		return fmt.Sprintf("%s (%s = %s %s)", k.Release, name, k.Package, k.Version)
+	}
+	return fmt.Sprintf("%s (%s = %s)", k.Release, name, k.Package)
+}
+
+// exitDetail adds a failed command's stderr to its error.
+func exitDetail(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%v: %s", err, bytes.TrimSpace(ee.Stderr))
+	}
+	return err
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }
 
 func repoRoot() (string, error) {
@@ -305,13 +433,37 @@ func ensureHostPackages() error {
 }
 
 // integrationPkgs are the packages with integration tests, split by whether
-// their rdsvm.json asks for the race detector.
+// they run with the race detector.
 type integrationPkgs struct{ plain, race []string }
 
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // integrationPackages lists the packages whose test files change with the
-// integration build tag.
-func integrationPackages() (integrationPkgs, error) {
+// integration build tag. Those named in race (package patterns such as
+// ./integration/rdmafaults) and those whose rdsvm.json asks for it run
+// with the race detector; a name in race that has no integration tests is
+// an error.
+func integrationPackages(race []string) (integrationPkgs, error) {
 	var pkgs integrationPkgs
+	forced := map[string]bool{}
+	if len(race) > 0 {
+		out, err := exec.Command("go", append([]string{"list"}, race...)...).Output()
+		if err != nil {
+			return pkgs, fmt.Errorf("go list %s: %w", strings.Join(race, " "), exitDetail(err))
+		}
+		for _, p := range strings.Fields(string(out)) {
+			forced[p] = true
+		}
+	}
 	dirs := map[string]string{}
 	list := func(tags ...string) (map[string]string, error) {
 		args := append([]string{"list"}, tags...)
@@ -344,17 +496,24 @@ func integrationPackages() (integrationPkgs, error) {
 		if err != nil {
 			return pkgs, err
 		}
+		if forced[p] {
+			race = true
+			delete(forced, p)
+		}
 		if race {
 			pkgs.race = append(pkgs.race, p)
 		} else {
 			pkgs.plain = append(pkgs.plain, p)
 		}
 	}
+	for p := range forced {
+		return pkgs, fmt.Errorf("-race-pkgs names %s, which has no integration tests", p)
+	}
 	sort.Strings(pkgs.plain)
 	sort.Strings(pkgs.race)
 	fmt.Printf("packages with integration tests: %s\n", strings.Join(pkgs.plain, " "))
 	if len(pkgs.race) > 0 {
-		fmt.Printf("with the race detector (rdsvm.json \"race\": true): %s\n", strings.Join(pkgs.race, " "))
+		fmt.Printf("with the race detector (-race-pkgs, or rdsvm.json \"race\": true): %s\n", strings.Join(pkgs.race, " "))
 	}
 	return pkgs, nil
 }
@@ -377,113 +536,45 @@ func wantsRace(dir string) (bool, error) {
 	return cfg.Race, nil
 }
 
-// event is one line of go test -json (test2json) output.
-type event struct {
-	Action  string
-	Package string
-	Test    string
-	Output  string
-}
+var bootLine = regexp.MustCompile(`rdsvm: kernel .*booted in`)
 
-var (
-	bootLine  = regexp.MustCompile(`rdsvm: kernel .*booted in`)
-	bootLines []string
-)
-
-// goTestJSON runs go with args (which must include -json), prints the output
-// as go test would (failing tests always, passing ones with -v), and counts
-// results. A package that fails without a failing test counts as one failure.
-func goTestJSON(env []string, args ...string) (tally, error) {
-	var t tally
+// goTestJSON runs go with args (which must include -json) and reads its
+// output with a testRun for kernel ("host" or a release), recording every
+// result in the results log.
+func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, error) {
+	r := newTestRun(kernel, race, os.Stdout, *flagVerbose, results)
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stdout
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return t, err
+		return r.t, err
 	}
 	if err := cmd.Start(); err != nil {
-		return t, err
+		return r.t, err
 	}
-	type key struct{ pkg, test string }
-	buffered := map[key][]string{}
-	failedTests := map[string]int{}
-	var mu sync.Mutex
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			fmt.Println(sc.Text())
-			continue
-		}
-		mu.Lock()
-		k := key{e.Package, e.Test}
-		switch e.Action {
-		case "output", "build-output":
-			if bootLine.MatchString(e.Output) {
-				bootLines = append(bootLines, strings.TrimSpace(e.Output))
-			}
-			if _, row, ok := strings.Cut(e.Output, reliabilityPrefix); ok {
-				reliabilityRows = append(reliabilityRows, strings.TrimSpace(row))
-			}
-			switch {
-			case *flagVerbose:
-				fmt.Print(e.Output)
-			case e.Test == "" && strings.HasPrefix(e.Output, "[peer] "):
-				// The peer VM's output is shown only when its package fails.
-				buffered[k] = append(buffered[k], e.Output)
-			case e.Test == "" && (e.Output == "PASS\n" || e.Output == "testing: warning: no tests to run\n"):
-			case e.Test == "":
-				fmt.Print(e.Output)
-			default:
-				buffered[k] = append(buffered[k], e.Output)
-			}
-		case "pass":
-			if e.Test != "" {
-				t.passed++
-			}
-			delete(buffered, k)
-		case "skip":
-			if e.Test != "" {
-				t.skipped++
-				if !*flagVerbose {
-					for _, l := range buffered[k] {
-						fmt.Print(l)
-					}
-				}
-			}
-			delete(buffered, k)
-		case "fail":
-			if e.Test != "" {
-				t.failed++
-				failedTests[e.Package]++
-				if !*flagVerbose {
-					for _, l := range buffered[k] {
-						fmt.Print(l)
-					}
-				}
-			} else if !*flagVerbose {
-				for _, l := range buffered[k] {
-					fmt.Print(l)
-				}
-			}
-			if e.Test == "" && failedTests[e.Package] == 0 {
-				// The package failed outside any test: build failure, a
-				// crash before tests ran, or the peer VM failing.
-				fmt.Printf("rdstest: package %s failed outside any single test\n", e.Package)
-				t.failed++
-			}
-			delete(buffered, k)
-		}
-		mu.Unlock()
-	}
+	rerr := r.read(stdout)
 	werr := cmd.Wait()
-	if werr != nil && t.failed == 0 {
-		return t, fmt.Errorf("go %s: %w", strings.Join(args[:2], " "), werr)
+	bootLines = append(bootLines, r.boot...)
+	reliabilityRows = append(reliabilityRows, r.reliability...)
+	if rerr != nil && r.t.failed == 0 {
+		r.t.failed++
+		results.record(result{Kernel: kernel, Package: "check", Test: "reading go test output", Race: race, Outcome: "fail"})
+		return r.t, fmt.Errorf("reading go %s output: %w", strings.Join(args[:2], " "), rerr)
 	}
-	return t, nil
+	if werr != nil && r.t.failed == 0 {
+		// go failed without a failing test or package (it could not
+		// even list the packages): one failure.
+		what := "go " + strings.Join(args[:2], " ")
+		r.t.failed++
+		results.record(result{Kernel: kernel, Package: "check", Test: what, Race: race, Outcome: "fail"})
+		return r.t, fmt.Errorf("%s: %w", what, werr)
+	}
+	return r.t, nil
 }
+
+// selfTestPkg is the package name of self-test results.
+const selfTestPkg = "rdsvm self-test"
 
 // selfTests checks that rdsvm reports each kind of guest outcome.
 func selfTests(rdsvm, selfcheck, kern, release string) tally {
@@ -561,7 +652,8 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		},
 	}
 	var t tally
-	results := make([]string, len(checks))
+	outputs := make([]string, len(checks))
+	elapsed := make([]time.Duration, len(checks))
 	ok := make([]bool, len(checks))
 	// The slow check (mostly an idle guest) runs beside the others; those
 	// run one after another so that boots do not compete for the CPUs.
@@ -597,27 +689,31 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 					problems = append(problems, fmt.Sprintf("output lacks %q", w))
 				}
 			}
-			d := time.Since(t0).Round(100 * time.Millisecond)
+			elapsed[i] = time.Since(t0)
+			d := elapsed[i].Round(100 * time.Millisecond)
 			if len(problems) == 0 {
 				ok[i] = true
-				results[i] = fmt.Sprintf("--- PASS: rdsvm self-test: %s (%s)\n", c.name, d)
+				outputs[i] = fmt.Sprintf("--- PASS: rdsvm self-test: %s (%s)\n", c.name, d)
 				if *flagVerbose {
-					results[i] += indent(out.String())
+					outputs[i] += indent(out.String())
 				}
 			} else {
-				results[i] = fmt.Sprintf("--- FAIL: rdsvm self-test: %s (%s): %s\n%s",
+				outputs[i] = fmt.Sprintf("--- FAIL: rdsvm self-test: %s (%s): %s\n%s",
 					c.name, d, strings.Join(problems, "; "), indent(out.String()))
 			}
 		}()
 	}
 	wg.Wait()
-	for i := range checks {
-		fmt.Print(results[i])
+	for i, c := range checks {
+		fmt.Print(outputs[i])
+		r := result{Kernel: release, Package: selfTestPkg, Test: c.name, Outcome: "pass", Elapsed: elapsed[i].Seconds()}
 		if ok[i] {
 			t.passed++
 		} else {
 			t.failed++
+			r.Outcome = "fail"
 		}
+		results.record(r)
 	}
 	return t
 }
@@ -671,4 +767,84 @@ func printReliability() {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.kernel, r.fault, r.counts, r.outcome)
 	}
 	w.Flush()
+}
+
+// crossTargets are the GOOS/GOARCH pairs that must build and vet cleanly
+// (CGO_ENABLED=0): every Linux architecture Go supports that users run,
+// and a few other systems, where the library must compile even though it
+// can do nothing there.
+var crossTargets = []string{
+	"linux/amd64", "linux/arm64", "linux/386", "linux/arm", "linux/s390x", "linux/ppc64le",
+	"linux/riscv64", "linux/mips64le", "linux/loong64",
+	"darwin/arm64", "freebsd/amd64", "windows/amd64",
+}
+
+// crossChecks runs go build and go vet for every cross target, two
+// targets at a time (they share the build cache), and go mod tidy -diff.
+// Each failing target, and an untidy go.mod, counts as one failure, shown
+// with its first lines of output.
+func crossChecks() {
+	stage("cross-builds and go mod tidy")
+	t0 := time.Now()
+	type outcome struct {
+		ok  bool
+		out string
+	}
+	res := make([]outcome, len(crossTargets))
+	sem := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, target := range crossTargets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			goos, goarch, _ := strings.Cut(target, "/")
+			env := append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
+			for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+				cmd := exec.Command("go", args...)
+				cmd.Env = env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					res[i] = outcome{out: fmt.Sprintf("go %s: %v\n%s", strings.Join(args, " "), err, headLines(out, 12))}
+					return
+				}
+			}
+			res[i].ok = true
+		}()
+	}
+	wg.Wait()
+	var bad []string
+	for i, target := range crossTargets {
+		if res[i].ok {
+			fmt.Printf("ok   %s\n", target)
+			continue
+		}
+		fmt.Printf("FAIL %s\n%s", target, indent(res[i].out))
+		bad = append(bad, target)
+		fail("host", "cross-build "+target)
+	}
+	if len(bad) == 0 {
+		note("cross-builds: all %d targets build and vet cleanly (%s)", len(crossTargets), time.Since(t0).Round(time.Second))
+	} else {
+		note("cross-builds: FAILED on %d of %d targets: %s (%s)", len(bad), len(crossTargets),
+			strings.Join(bad, " "), time.Since(t0).Round(time.Second))
+	}
+	out, err := exec.Command("go", "mod", "tidy", "-diff").CombinedOutput()
+	if err != nil {
+		fmt.Printf("go mod tidy -diff: %v\n%s", err, indent(headLines(out, 30)))
+		note("go mod tidy -diff: FAILED")
+		fail("host", "go mod tidy -diff")
+	} else {
+		fmt.Println("go mod tidy -diff: go.mod and go.sum are tidy")
+	}
+}
+
+// headLines returns the first n lines of b.
+func headLines(b []byte, n int) string {
+	lines := strings.SplitAfter(strings.TrimRight(string(b), "\n")+"\n", "\n")
+	if len(lines) > n {
+		lines = append(lines[:n], fmt.Sprintf("... (%d more lines)\n", len(lines)-n-1))
+	}
+	return strings.Join(lines, "")
 }

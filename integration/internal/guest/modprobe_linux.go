@@ -16,7 +16,8 @@ import (
 // Modprobe is the guest's /sbin/modprobe, run by the kernel's request_module
 // as "modprobe -q -- NAME". It resolves NAME (a module name or an alias such
 // as net-pf-21) through modules.dep and modules.alias, loads the module with
-// its dependencies and exits 0, or exits 1 when it cannot.
+// its dependencies and exits 0, or exits 1 when it cannot. A module built
+// into the kernel (listed in modules.builtin) needs no loading: exit 0.
 func Modprobe(args []string) int {
 	var names []string
 	for _, a := range args {
@@ -38,9 +39,13 @@ func Modprobe(args []string) int {
 	if err != nil {
 		return 1
 	}
+	builtin, _ := os.ReadFile(filepath.Join(dir, "modules.builtin"))
 	code := 0
 	for _, n := range names {
 		mod := kernel.ModuleName(n)
+		if listsBuiltin(string(builtin), mod) {
+			continue
+		}
 		if _, ok := deps[mod]; !ok {
 			mod = resolveAlias(filepath.Join(dir, "modules.alias"), n)
 		}
@@ -57,6 +62,16 @@ func Modprobe(args []string) int {
 		}
 	}
 	return code
+}
+
+// listsBuiltin reports whether modules.builtin content lists the module.
+func listsBuiltin(builtin, mod string) bool {
+	for _, l := range strings.Fields(builtin) {
+		if kernel.ModuleName(l) == mod {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveAlias finds the module whose alias pattern matches name.

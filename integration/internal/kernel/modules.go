@@ -1,3 +1,5 @@
+//go:build linux
+
 package kernel
 
 import (
@@ -54,15 +56,22 @@ func (k *Kernel) LoadModuleDB() (*ModuleDB, error) {
 		return nil, err
 	}
 	defer f.Close()
-	deps, err := ParseModulesDep(f)
+	builtin, err := os.ReadFile(filepath.Join(k.ModulesDir(), "modules.builtin"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	return NewModuleDB(f, builtin)
+}
+
+// NewModuleDB parses modules.dep and modules.builtin content.
+func NewModuleDB(dep io.Reader, builtin []byte) (*ModuleDB, error) {
+	deps, err := ParseModulesDep(dep)
 	if err != nil {
 		return nil, err
 	}
 	db := &ModuleDB{deps: deps, builtin: make(map[string]bool)}
-	if b, err := os.ReadFile(filepath.Join(k.ModulesDir(), "modules.builtin")); err == nil {
-		for _, l := range strings.Fields(string(b)) {
-			db.builtin[ModuleName(l)] = true
-		}
+	for _, l := range strings.Fields(string(builtin)) {
+		db.builtin[ModuleName(l)] = true
 	}
 	return db, nil
 }
@@ -96,6 +105,12 @@ func (db *ModuleDB) Closure(names []string) ([]string, error) {
 			strings.Join(missing, ", "))
 	}
 	return order, nil
+}
+
+// Has reports whether the kernel has the module, loadable or built in.
+func (db *ModuleDB) Has(name string) bool {
+	_, ok := db.deps[ModuleName(name)]
+	return ok || db.IsBuiltin(name)
 }
 
 // IsBuiltin reports whether the module is compiled into the kernel.

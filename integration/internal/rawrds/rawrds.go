@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package rawrds is a minimal AF_RDS socket made of raw golang.org/x/sys/unix
 // calls. The harness's own tests use it so that they prove the VM works
 // without depending on the library under test.

@@ -34,6 +34,26 @@ var defaultModules = []string{
 	"rds", "rds_tcp", "crc32_generic", "rdma_rxe", "rds_rdma", "sch_netem",
 }
 
+// builtinStandIns maps a default module to the built-in one that makes it
+// unnecessary: from Linux 6.14 on, crc32 is a library built into the kernel
+// (Debian's 7.2 lists it in modules.builtin), crc32_generic no longer
+// exists and rxe needs none.
+var builtinStandIns = map[string]string{"crc32_generic": "crc32"}
+
+// selectModules returns the modules to load from names: each one the kernel
+// has, loadable or built in, or whose built-in stand-in it has. Anything else
+// is left in, so that Closure fails naming it.
+func selectModules(db *kernel.ModuleDB, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if s, ok := builtinStandIns[kernel.ModuleName(n)]; ok && !db.Has(n) && db.IsBuiltin(s) {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
 // pkgConfig is the optional rdsvm.json in the package directory.
 type pkgConfig struct {
 	VMs       int    `json:"vms"`        // 1 (default) or 2
@@ -107,7 +127,7 @@ func runHost(testBin string, args []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	mods := append([]string(nil), defaultModules...)
+	mods := selectModules(db, defaultModules)
 	mods = append(mods, strings.FieldsFunc(os.Getenv("RDSVM_EXTRA_MODULES"), func(r rune) bool {
 		return r == ',' || r == ' '
 	})...)

@@ -202,3 +202,37 @@ func TestBootWithRetries(t *testing.T) {
 		})
 	}
 }
+
+func TestSelectModules(t *testing.T) {
+	const dep = "kernel/net/rds/rds.ko.xz:\nkernel/lib/crc32_generic.ko.xz:\n"
+	mk := func(builtin string) *kernel.ModuleDB {
+		db, err := kernel.NewModuleDB(strings.NewReader(dep), []byte(builtin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	names := []string{"rds", "crc32_generic", "virtio_pci"}
+	// 6.1 and 6.12: crc32_generic is a module and is loaded.
+	if got := selectModules(mk("kernel/drivers/virtio/virtio_pci.ko\n"), names); !slices.Equal(got, names) {
+		t.Fatalf("with a crc32_generic module: %q", got)
+	}
+	// 7.2: no crc32_generic at all, crc32 built in.
+	db, err := kernel.NewModuleDB(strings.NewReader("kernel/net/rds/rds.ko.xz:\n"),
+		[]byte("kernel/lib/crc/crc32.ko\nkernel/drivers/virtio/virtio_pci.ko\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := selectModules(db, names)
+	if want := []string{"rds", "virtio_pci"}; !slices.Equal(got, want) {
+		t.Fatalf("with crc32 built in: %q, want %q", got, want)
+	}
+	if files, err := db.Closure(got); err != nil || !slices.Equal(files, []string{"kernel/net/rds/rds.ko.xz"}) {
+		t.Fatalf("Closure = %q, %v", files, err)
+	}
+	// Neither: crc32_generic stays, and Closure names it.
+	db, _ = kernel.NewModuleDB(strings.NewReader("kernel/net/rds/rds.ko.xz:\n"), nil)
+	if _, err := db.Closure(selectModules(db, names)); err == nil || !strings.Contains(err.Error(), "crc32_generic") {
+		t.Fatalf("without crc32 at all: %v, want an error naming crc32_generic", err)
+	}
+}

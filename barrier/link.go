@@ -1,0 +1,32 @@
+package barrier
+
+import "github.com/go-rds/rds/internal/barrierlink"
+
+func init() {
+	barrierlink.NextDeadline = func(t any) int64 {
+		tr := t.(*Tracker)
+		tr.mu.Lock()
+		d := tr.timerAt
+		tr.mu.Unlock()
+		return d
+	}
+	barrierlink.Expire = func(t any) { t.(*Tracker).expire() }
+	barrierlink.Watch = func(t any, tok uint64, all bool) (<-chan struct{}, any, bool) {
+		tr := t.(*Tracker)
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		probe := waiter{tok: Token(tok), all: all}
+		if tr.satisfiedLocked(&probe) {
+			return nil, nil, true
+		}
+		w := &waiter{tok: Token(tok), all: all, ch: make(chan struct{})}
+		tr.waiters = append(tr.waiters, w)
+		return w.ch, w, false
+	}
+	barrierlink.Unwatch = func(t any, w any) {
+		tr := t.(*Tracker)
+		tr.mu.Lock()
+		tr.removeWaiterLocked(w.(*waiter))
+		tr.mu.Unlock()
+	}
+}

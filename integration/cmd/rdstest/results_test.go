@@ -1,0 +1,129 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testdata/gotest.json is real go test -json output (a passing, a failing
+// and a skipped test, subtests, a package that does not build) plus a
+// package of a two-VM run whose peer failed after its test passed.
+func TestTestRun(t *testing.T) {
+	in, err := os.Open("testdata/gotest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var file, out bytes.Buffer
+	log := newResultsLog(&file, "results.jsonl")
+	r := newTestRun("6.1.0-test", false, &out, false, log)
+	if err := r.read(in); err != nil {
+		t.Fatal(err)
+	}
+	// Subtests count like tests; TestSub fails because TestSub/two did.
+	if want := (tally{passed: 3, failed: 5, skipped: 1}); r.t != want {
+		t.Errorf("tally %+v, want %+v", r.t, want)
+	}
+	shown := out.String()
+	for _, s := range []string{
+		"why it failed", "--- FAIL: TestFail", "two broke", "--- FAIL: TestSub ", "not here",
+		"undefined: undefined", "FAIL\texample.com/canned/b [build failed]",
+		"[peer] peer said goodbye", "package example.com/canned/c failed outside any single test",
+		"not json: printed as it is",
+	} {
+		if !strings.Contains(shown, s) {
+			t.Errorf("output lacks %q", s)
+		}
+	}
+	for _, s := range []string{"quiet", "--- PASS", "=== RUN   TestPass", "package example.com/canned/a failed outside"} {
+		if strings.Contains(shown, s) {
+			t.Errorf("output shows %q", s)
+		}
+	}
+	if len(r.boot) != 1 || !strings.Contains(r.boot[0], "booted in 7.0s") {
+		t.Errorf("boot lines %q", r.boot)
+	}
+	if len(r.reliability) != 1 || r.reliability[0] != "fault=none|kernel=6.1.0-test|sent=10|outcome=ok" {
+		t.Errorf("reliability rows %q", r.reliability)
+	}
+
+	var got []string
+	sc := bufio.NewScanner(&file)
+	for sc.Scan() {
+		var res result
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&res); err != nil {
+			t.Fatalf("results line %q: %v", sc.Text(), err)
+		}
+		if res.Kernel != "6.1.0-test" || res.Race {
+			t.Errorf("results line %q: kernel or race wrong", sc.Text())
+		}
+		got = append(got, strings.TrimPrefix(res.Package, "example.com/canned/")+" "+res.Test+" "+res.Outcome)
+		if res.Test == "TestC" && res.Elapsed != 1.5 {
+			t.Errorf("TestC elapsed %v, want 1.5", res.Elapsed)
+		}
+	}
+	want := []string{
+		"b  fail",
+		"a TestPass pass", "a TestFail fail", "a TestSkip skip",
+		"a TestSub/one pass", "a TestSub/two fail", "a TestSub fail",
+		"c TestC pass", "c  fail",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("results:\n got %q\nwant %q", got, want)
+	}
+	counts := log.packageCounts("6.1.0-test", "")
+	wantCounts := []string{
+		"example.com/canned/a: 2 passed, 3 failed, 1 skipped",
+		"example.com/canned/b: 0 passed, 1 failed",
+		"example.com/canned/c: 1 passed, 1 failed",
+	}
+	if !slices.Equal(counts, wantCounts) {
+		t.Errorf("packageCounts:\n got %q\nwant %q", counts, wantCounts)
+	}
+	if c := log.packageCounts("host", ""); len(c) != 0 {
+		t.Errorf("packageCounts of another kernel: %q", c)
+	}
+}
+
+func TestTestRunVerbose(t *testing.T) {
+	in, err := os.ReadFile("testdata/gotest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r := newTestRun("host", true, &out, true, nil)
+	if err := r.read(bytes.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	if want := (tally{passed: 3, failed: 5, skipped: 1}); r.t != want {
+		t.Errorf("tally %+v, want %+v", r.t, want)
+	}
+	if !strings.Contains(out.String(), "quiet") || !strings.Contains(out.String(), "--- PASS: TestPass") {
+		t.Errorf("verbose output lacks the passing test's output:\n%s", out.String())
+	}
+}
+
+func TestResultsLogRace(t *testing.T) {
+	var file bytes.Buffer
+	log := newResultsLog(&file, "x")
+	log.record(result{Kernel: "host", Package: "github.com/go-rds/rds/rdssock", Test: "TestA", Race: true, Outcome: "pass", Elapsed: 0.25})
+	log.record(result{Kernel: "host", Package: "github.com/go-rds/rds/rdssock", Test: "TestB", Outcome: "skip"})
+	if got, want := file.String(), `{"kernel":"host","package":"github.com/go-rds/rds/rdssock","test":"TestA","race":true,"outcome":"pass","elapsed":0.25}
+{"kernel":"host","package":"github.com/go-rds/rds/rdssock","test":"TestB","outcome":"skip","elapsed":0}
+`; got != want {
+		t.Errorf("file:\n%s\nwant:\n%s", got, want)
+	}
+	// A run with -race is counted apart from the plain run.
+	if got := log.packageCounts("host", ""); !slices.Equal(got, []string{"./rdssock: 0 passed, 0 failed, 1 skipped", "./rdssock (race): 1 passed, 0 failed"}) {
+		t.Errorf("packageCounts %q", got)
+	}
+}

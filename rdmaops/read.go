@@ -1,0 +1,414 @@
+//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+
+package rdmaops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rds/rds/barrier"
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/internal/barrierlink"
+	"github.com/go-rds/rds/rdssock"
+	"golang.org/x/sys/unix"
+)
+
+// Backlog is how many data messages Wait and WaitAll keep for ReadMsg
+// when they read one while waiting for completions.
+const Backlog = 16
+
+// ctlSpace is the control buffer the Conn reads with when the caller gives
+// none: room for 64 completion notices per receive.
+const ctlSpace = 64 * cmsg.RDMAStatusSpace
+
+// Msg describes a message ReadMsg returned.
+type Msg struct {
+	N     int            // bytes of data in b
+	OOBN  int            // bytes of control data in oob
+	Flags int            // recvmsg flags (MSG_TRUNC, MSG_CTRUNC)
+	From  netip.AddrPort // the sender
+
+	// Dest is the registration the sender announced with the message
+	// (RDS_CMSG_RDMA_DEST), if HasDest.
+	Dest    cmsg.Cookie
+	HasDest bool
+}
+
+// reader is the Conn's receive side: one goroutine at a time reads the
+// socket through the Conn (ReadMsg, or a waiter in Wait/WaitAll).
+type reader struct {
+	slot    chan struct{} // holds a value while nobody reads
+	drained chan struct{} // signaled when ReadMsg took a data message
+	want    atomic.Int32  // ReadMsg calls waiting for the slot
+	ctl     [ctlSpace]byte
+	dlSet   bool  // a waiter set the socket's read deadline
+	dl      int64 // to this (UnixNano)
+
+	// Messages a waiter read, for ReadMsg, in order.
+	backlog [Backlog]kept
+	bhead   int
+	blen    int
+}
+
+// kept is a data message a waiter read.
+type kept struct {
+	data []byte
+	n    int
+	oob  [cmsg.MaxReceiveSpace]byte
+	oobn int
+	m    Msg
+}
+
+func (r *reader) init() {
+	r.slot = make(chan struct{}, 1)
+	r.slot <- struct{}{}
+	r.drained = make(chan struct{}, 1)
+}
+
+func (c *Conn) wantAdd(d int32) { c.rd.want.Add(d) }
+func (c *Conn) wantLoad() int32 { return c.rd.want.Load() }
+
+func (c *Conn) setDeadline(dl int64) {
+	c.rd.dlSet, c.rd.dl = true, dl
+	c.c.SetReadDeadline(time.Unix(0, dl))
+}
+
+func (c *Conn) release() {
+	c.rd.slot <- struct{}{}
+}
+
+// ReadMsg receives the next message with data or with a sender into b,
+// and its control data into oob. It processes the control data of every
+// message it reads: RDMA completion notices go to the tracker, and an
+// announced registration (RDS_CMSG_RDMA_DEST) is returned in Msg.Dest.
+// Notices, which arrive as 0-byte messages without a sender, are consumed
+// and not returned, unless oob is not nil and the message carries other
+// control data too (a congestion update with rdssock.Config.
+// CongestionMonitor, a zero-copy completion). oob may be nil; a given oob
+// should have room for cmsg.MaxReceiveSpace plus the completion notices
+// expected at once (cmsg.RDMAStatusSpace each).
+//
+// Messages that a Wait or WaitAll read while waiting come first, in order.
+// ReadMsg waits while a waiter reads the socket; the waiter gives way once
+// a data message arrives. A message longer than b returns what fit with
+// an error for which errors.Is(err, rdssock.ErrTruncated) holds.
+//
+// ReadMsg gives up when ctx is done (ctx may be nil). A context that can
+// be canceled costs a few allocations per call; context.Background and
+// nil cost none.
+func (c *Conn) ReadMsg(ctx context.Context, b, oob []byte) (Msg, error) {
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	select {
+	case <-c.rd.slot:
+	default:
+		c.wantAdd(1)
+		select {
+		case <-c.rd.slot:
+			c.wantAdd(-1)
+		case <-done:
+			c.wantAdd(-1)
+			return Msg{}, ctx.Err()
+		}
+	}
+	m, err := c.readMsgLocked(ctx, b, oob)
+	c.release()
+	return m, err
+}
+
+func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
+	r := &c.rd
+	for r.blen > 0 && oob == nil && r.backlog[r.bhead].n == 0 && !r.backlog[r.bhead].m.From.IsValid() {
+		r.bhead = (r.bhead + 1) % Backlog // control data nobody asked for
+		r.blen--
+	}
+	if r.blen > 0 {
+		k := &r.backlog[r.bhead]
+		r.bhead = (r.bhead + 1) % Backlog
+		r.blen--
+		m := k.m
+		m.N = copy(b, k.data[:k.n])
+		m.OOBN = 0
+		if len(oob) >= k.oobn {
+			m.OOBN = copy(oob, k.oob[:k.oobn])
+		} else if k.oobn > 0 {
+			m.Flags |= unix.MSG_CTRUNC
+		}
+		c.signalDrained()
+		if m.N < k.n {
+			m.Flags |= unix.MSG_TRUNC
+		}
+		if m.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+			return m, fmt.Errorf("rdmaops: message kept by Wait: %w", rdssock.ErrTruncated)
+		}
+		return m, nil
+	}
+	ctl := oob
+	if ctl == nil {
+		ctl = r.ctl[:]
+	}
+	for {
+		n, oobn, flags, from, err := c.c.ReadMsgFlags(ctx, b, ctl, 0)
+		if err != nil && flags == 0 {
+			return Msg{}, err
+		}
+		m := Msg{N: n, Flags: flags, From: from}
+		dest, has, _, other, perr := c.handle(ctl[:oobn])
+		if perr != nil && err == nil {
+			err = perr
+		}
+		m.Dest, m.HasDest = dest, has
+		if oob != nil {
+			m.OOBN = oobn
+		}
+		if n == 0 && !from.IsValid() && flags&unix.MSG_TRUNC == 0 && err == nil && (oob == nil || !other) {
+			continue // completion notices only
+		}
+		if n > 0 || from.IsValid() {
+			c.signalDrained()
+		}
+		return m, err
+	}
+}
+
+// handle processes one message's control data: it resolves completion
+// notices and returns an announced cookie; other reports control messages
+// of other kinds.
+func (c *Conn) handle(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, other bool, err error) {
+	notices, err = c.tr.Process(oob)
+	p := cmsg.NewParser(oob)
+	for {
+		m, perr := p.Next()
+		if perr != nil {
+			break
+		}
+		switch {
+		case m.Is(cmsg.LevelRDS, cmsg.TypeRDMAStatus):
+		case m.Is(cmsg.LevelRDS, cmsg.TypeRDMADest):
+			if ck, derr := m.RDMADest(); derr == nil {
+				dest, hasDest = ck, true
+			}
+		default:
+			other = true
+		}
+	}
+	return dest, hasDest, notices, other, err
+}
+
+func (c *Conn) signalDrained() {
+	select {
+	case c.rd.drained <- struct{}{}:
+	default:
+	}
+}
+
+// Wait returns the status of operation tok once it is complete, or
+// ctx.Err() when ctx is done first (ctx may be nil). The status of a
+// failed operation is not an error; barrier.ErrUnknownToken is, for a
+// token the tracker did not issue or no longer remembers.
+//
+// While no other goroutine reads the socket through the Conn, Wait reads
+// it itself and processes the completion notices, so the completion is
+// consumed in the goroutine that waits for it, with no hand-off. A data
+// message it meets stays the application's: Wait keeps up to Backlog of
+// them for ReadMsg, and gives way to a ReadMsg call that waits. While
+// another goroutine reads (ReadMsg, or another waiter), Wait waits for the
+// tracker, and takes over reading when that goroutine stops. Wait sets the
+// socket's read deadline to the earliest operation deadline while it
+// reads, and clears it after: do not set one of your own on the socket of
+// a Conn (give ReadMsg a context instead).
+//
+// Wait allocates nothing while it reads the socket itself with a context
+// that cannot be canceled.
+func (c *Conn) Wait(ctx context.Context, tok barrier.Token) (barrier.Status, error) {
+	if err := c.wait(ctx, uint64(tok), false); err != nil {
+		if s := c.tr.Status(tok); s.Done() {
+			return s, nil
+		}
+		return c.tr.Status(tok), err
+	}
+	s := c.tr.Status(tok)
+	if s == barrier.Unknown {
+		return s, barrier.ErrUnknownToken
+	}
+	return s, nil
+}
+
+// WaitAll waits until every operation with a token at most upTo is
+// complete and released (Tracker().HighWater() >= upTo), reading the
+// socket as Wait does. upTo must have been issued: WaitAll(ctx,
+// c.Tracker().Last()) waits for every operation begun so far.
+func (c *Conn) WaitAll(ctx context.Context, upTo barrier.Token) error {
+	if upTo > c.tr.Last() {
+		return barrier.ErrUnknownToken
+	}
+	err := c.wait(ctx, uint64(upTo), true)
+	if err != nil && c.tr.HighWater() >= upTo {
+		return nil
+	}
+	return err
+}
+
+func (c *Conn) satisfied(tok uint64, all bool) bool {
+	if all {
+		return uint64(c.tr.HighWater()) >= tok
+	}
+	s := c.tr.Status(barrier.Token(tok))
+	return s != barrier.Pending
+}
+
+func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	dataWait := false // a data message is waiting for ReadMsg
+	pause := 10 * time.Microsecond
+	for {
+		if c.satisfied(tok, all) {
+			return nil
+		}
+		if !dataWait {
+			select {
+			case <-c.rd.slot:
+				var err error
+				dataWait, err = c.pollLocked(ctx, tok, all)
+				c.release()
+				if err != nil {
+					return err
+				}
+				continue
+			default:
+			}
+		}
+		// Someone else reads, or a data message waits for ReadMsg: wait
+		// for the tracker, for the reading role, or for the message to be
+		// taken.
+		ch, w, ok := barrierlink.Watch(c.tr, tok, all)
+		if ok {
+			return nil
+		}
+		slot, drained := c.rd.slot, c.rd.drained
+		var repoll <-chan time.Time
+		var tm *time.Timer
+		if dataWait {
+			slot = nil
+			if c.wantLoad() == 0 {
+				// The backlog is full and nobody reads: look for
+				// notices, which the kernel hands out ahead of the
+				// data, every so often.
+				pause = min(2*pause, time.Millisecond)
+				tm = time.NewTimer(pause)
+				repoll = tm.C
+			}
+		} else {
+			drained = nil
+		}
+		// (An unstopped timer is collected once unreachable.)
+		select {
+		case <-repoll:
+			barrierlink.Unwatch(c.tr, w)
+			dataWait = false
+		case <-ch:
+			barrierlink.Unwatch(c.tr, w)
+			return nil
+		case <-slot:
+			barrierlink.Unwatch(c.tr, w)
+			var err error
+			dataWait, err = c.pollLocked(ctx, tok, all)
+			c.release()
+			if err != nil {
+				return err
+			}
+		case <-drained:
+			barrierlink.Unwatch(c.tr, w)
+			dataWait = false
+		case <-done:
+			barrierlink.Unwatch(c.tr, w)
+			return ctx.Err()
+		}
+	}
+}
+
+// pollLocked reads the socket, holding the slot, until the wait is
+// satisfied or a data message must be left for ReadMsg (dataWait).
+func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (dataWait bool, err error) {
+	r := &c.rd
+	defer func() {
+		if r.dlSet {
+			r.dlSet = false
+			c.c.SetReadDeadline(time.Time{})
+		}
+	}()
+	for {
+		if c.satisfied(tok, all) {
+			return false, nil
+		}
+		if dl := barrierlink.NextDeadline(c.tr); dl != 0 {
+			if !r.dlSet || dl != r.dl {
+				c.setDeadline(dl)
+			}
+		} else if r.dlSet {
+			r.dlSet = false
+			c.c.SetReadDeadline(time.Time{})
+		}
+		// Peek: the kernel hands out (and consumes) completion notices
+		// before any data, and leaves a data message queued.
+		n, oobn, flags, from, rerr := c.c.ReadMsgFlags(ctx, nil, r.ctl[:], unix.MSG_PEEK|unix.MSG_TRUNC)
+		if rerr != nil && flags == 0 {
+			if errors.Is(rerr, os.ErrDeadlineExceeded) && (ctx == nil || ctx.Err() == nil) {
+				barrierlink.Expire(c.tr)
+				r.dlSet = false
+				c.c.SetReadDeadline(time.Time{})
+				continue
+			}
+			return false, rerr
+		}
+		if n == 0 && !from.IsValid() && flags&unix.MSG_TRUNC == 0 {
+			if _, _, _, other, _ := c.handle(r.ctl[:oobn]); other && r.blen < Backlog && oobn <= cmsg.MaxReceiveSpace {
+				// Other control data (a congestion update the
+				// application asked for), consumed with the peek:
+				// kept for ReadMsg.
+				k := &r.backlog[(r.bhead+r.blen)%Backlog]
+				k.n, k.oobn = 0, copy(k.oob[:], r.ctl[:oobn])
+				k.m = Msg{Flags: flags}
+				r.blen++
+			}
+			continue
+		}
+		// A data message heads the queue.
+		if c.wantLoad() > 0 || r.blen == Backlog {
+			return true, nil
+		}
+		if err := c.keep(n); err != nil {
+			return false, err
+		}
+	}
+}
+
+// keep receives the data message at the head of the queue, n bytes long,
+// into the backlog.
+func (c *Conn) keep(n int) error {
+	r := &c.rd
+	k := &r.backlog[(r.bhead+r.blen)%Backlog]
+	if cap(k.data) < n {
+		k.data = make([]byte, n)
+	}
+	k.data = k.data[:cap(k.data)]
+	got, oobn, flags, from, err := c.c.ReadMsgFlags(nil, k.data, k.oob[:], 0)
+	if err != nil && flags == 0 {
+		return err
+	}
+	dest, has, _, _, _ := c.handle(k.oob[:oobn])
+	k.n, k.oobn = got, oobn
+	k.m = Msg{Flags: flags, From: from, Dest: dest, HasDest: has}
+	r.blen++
+	return nil
+}
