@@ -68,6 +68,9 @@ func newRDMAEnd(t *testing.T, addr netip.Addr, cfg *rdssock.Config, tcfg *barrie
 		sock.Close()
 		<-e.done
 		e.c.Tracker().Close()
+		if k := e.readErrs.Load(); k != 0 {
+			t.Errorf("%v: %d receive errors", e.addr(), k)
+		}
 	})
 	return e
 }
@@ -81,9 +84,14 @@ func (e *rdmaEnd) loop(t *testing.T) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			e.readErrs.Add(1)
-			t.Logf("%v: ReadMsg: %v", e.sock.LocalAddrPort(), err)
-			continue
+			// No test here provokes a receive error: each one fails
+			// the test (a persistent one ends the loop).
+			if k := e.readErrs.Add(1); k <= 10 {
+				t.Errorf("%v: ReadMsg error %d: %v", e.sock.LocalAddrPort(), k, err)
+				continue
+			}
+			t.Errorf("%v: more than 10 ReadMsg errors; receive loop stopped", e.sock.LocalAddrPort())
+			return
 		}
 		if m.N > 0 || m.HasDest {
 			e.msgs <- rmsg{data: bytes.Clone(buf[:m.N]), dest: m.Dest, hasDest: m.HasDest, from: m.From, at: time.Now()}

@@ -24,4 +24,19 @@
 // Every test logs one line per fault, for a summary table:
 //
 //	RELIABILITY|<fault>|kernel=<release>|sent=<n>|accepted=<n>|received=<n>|dup=<n>|reordered=<n>|corrupt=<n>|lost=<n>|outcome=<text>
+//
+// and one line per kernel deviation a test accepted (see deviation in
+// reliability_test.go):
+//
+//	DEVIATION|<signature>|kernel=<release>|test=<name>|go=<n>|bound=<n>|c=<n>|basis=<bounds|c|none>|strict=<0|1>
+//
+// TestLinkFailure and TestFreshConnection run the C flow of
+// bench/cbaseline/rdsfault.c beside the Go one, under the same fault; it
+// must be built on the host first (go generate ./integration/reliability,
+// which needs gcc and a static libc). Without it the tests log that no C
+// reproduction ran (c=-1).
 package reliability
+
+// TestLinkFailure runs the C flow of bench/cbaseline/rdsfault.c beside the
+// Go one, under the same fault; the VM has no compiler, so build it here.
+//go:generate gcc -O2 -static -Wall -Wextra -Werror -o testdata/rdsfault-c ../../bench/cbaseline/rdsfault.c

@@ -68,18 +68,10 @@ type freshSender struct {
 	recvSide side
 	accepted int
 	missing  []uint64 // accepted sequence numbers that never arrived
+	// inFlight is the most of its messages on the sender's send and
+	// retransmit queues at one moment, sampled through the run.
+	inFlight int
 	order    []uint64 // arrival order
-}
-
-// missingBlock reports whether the missing messages are one run of
-// consecutive sequence numbers.
-func (fs freshSender) missingBlock() bool {
-	for i, seq := range fs.missing {
-		if seq != fs.missing[0]+uint64(i) {
-			return false
-		}
-	}
-	return true
 }
 
 // runFresh binds a receiver, then a sender, and sends n numbered messages
@@ -94,7 +86,10 @@ func (fs freshSender) missingBlock() bool {
 // their first send brings the connection up. Without it they are created
 // with Config.NoAutoWarmUp and the kernel sees the raw sends, with no ping
 // or other warm-up.
-func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays, auto bool, wait time.Duration) freshOutcome {
+//
+// alongside, if not nil, runs once the connection is known to be fresh,
+// just before the first send.
+func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays, auto bool, wait time.Duration, alongside func()) freshOutcome {
 	t.Helper()
 	recvSide := peer
 	if sendSide == peer {
@@ -122,7 +117,18 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 		}
 	}
 	before, tcpBefore := counters(t, s.c), tcpBoth(t)
+	if alongside != nil {
+		alongside()
+	}
+	fb := newFaultBounds(f.senders)
+	stopSampling, sampled := make(chan struct{}), make(chan struct{})
+	go fb.sample(stopSampling, sampled)
 	res, _ := f.run(wait)
+	close(stopSampling)
+	<-sampled
+	if fb.err != nil {
+		t.Fatalf("reading the kernel's queues during the run: %v", fb.err)
+	}
 	after, tcpAfter := counters(t, s.c), tcpBoth(t)
 	var o freshOutcome
 	for i, sd := range []side{local, peer} {
@@ -148,7 +154,7 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 	f.tr.mu.Lock()
 	for i, sn := range f.senders {
 		p := f.tr.pairs[sn.id]
-		fs := freshSender{id: sn.id, recvSide: recvSides[i], accepted: sn.accepted, order: slices.Clone(p.order)}
+		fs := freshSender{id: sn.id, recvSide: recvSides[i], accepted: sn.accepted, order: slices.Clone(p.order), inFlight: fb.maxQueued[i]}
 		for seq := range uint64(sn.accepted) {
 			if !p.seen[seq] {
 				fs.missing = append(fs.missing, seq)
@@ -197,7 +203,9 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 // the same RDS/TCP series); Debian's 6.1.192 and 6.12.117 have neither.
 //
 // The signature: only losses (no duplicate, corruption or reordering);
-// each affected sender lost one block of consecutive messages; no RDS drop
+// each affected sender lost one block of consecutive messages, no longer
+// than the most of its messages the kernel held unacknowledged at one
+// moment (the send and retransmit queues, sampled through the run); no RDS drop
 // counter moved; nothing stayed queued at the sender (its kernel counted
 // them acknowledged); RDS shut a path down (conn_reset); and the receiving
 // namespace's TCP aborted a connection that had been closed or shut down
@@ -211,7 +219,7 @@ func (o freshOutcome) acceptDiscard() bool {
 		if len(fs.missing) == 0 {
 			continue
 		}
-		if !fs.missingBlock() || o.aborts[fs.recvSide] == 0 {
+		if !blockWithin(fs.missing, fs.inFlight) || o.aborts[fs.recvSide] == 0 {
 			return false
 		}
 	}
@@ -280,9 +288,12 @@ func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to 
 // Losses with the signature of the kernel's accept-discard bug (see
 // freshOutcome.acceptDiscard), and reordering with the signature of its
 // lane switch for non-blocking senders (freshOutcome.handshakeLanes), are
-// reported as such but do not fail the test unless
-// RDSTEST_RELIABILITY_STRICT=1: Debian's 6.1 and 6.12 kernels both behave
-// so. In 11 runs of this test on the two kernels (264 fresh connections),
+// reported as such (with DEVIATION lines) and do not fail the test;
+// under RDSTEST_RELIABILITY_STRICT=1 a lane switch fails unless the C flow
+// that rdsfault-c sends, non-blocking, on the same brand-new connections
+// in the same run showed at least as many (the loss is bounded by the
+// messages in flight; see freshOutcome.acceptDiscard). Debian's 6.1 and 6.12 kernels both
+// behave so. In 11 runs of this test on the two kernels (264 fresh connections),
 // 15 lost messages this way and 3 were reordered (2 both-ways on 6.1, 1
 // one-way on 6.12). Any other loss, any
 // duplicate, corruption or reordering fails. TestFreshConnectionAutoWarmUp
@@ -294,7 +305,6 @@ func (d freshDirection) pair(t testing.TB, hi, hp *netlinkcfg.Handle) (from, to 
 func TestFreshConnection(t *testing.T) {
 	vmtest.Require(t)
 	hi, hp := handles(t)
-	strict := os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1"
 	const (
 		reps = 8
 		n    = 200
@@ -303,10 +313,27 @@ func TestFreshConnection(t *testing.T) {
 		t.Run(dir.name, func(t *testing.T) {
 			var total result
 			var bad, known, lanes []string
-			pings := 0
+			pings, knownLost, knownBound, lanesReordered := 0, 0, 0, 0
+			cRan, cLost, cDup, cReordered := true, 0, 0, 0 // the C flows beside the Go ones
 			for i := range reps {
 				from, to := dir.pair(t, hi, hp)
-				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second)
+				var cfs []*cFlow
+				o := runFresh(t, dir.from, from, to, n, dir.bothWays, false, 5*time.Second, func() {
+					cfs = startCFresh(t, dir.from, from, to, n, dir.bothWays)
+				})
+				if cfs == nil {
+					cRan = false
+				}
+				for _, c := range cfs {
+					cr := c.stop(t)
+					t.Logf("run %d: C flow (rdsfault-c, non-blocking sends) on the same fresh connection: %+v", i, cr)
+					if cr.accepted != n || cr.corrupt != 0 || cr.senderr != 0 {
+						t.Errorf("run %d: the C flow did not run cleanly beside the Go flow: %+v", i, cr)
+					}
+					cLost += cr.lost
+					cDup += cr.dup
+					cReordered += cr.reordered
+				}
 				total.add(o.res)
 				pings += o.pings
 				if o.pings > handshakeProbes {
@@ -314,7 +341,7 @@ func TestFreshConnection(t *testing.T) {
 				}
 				var miss []string
 				for _, fs := range o.senders {
-					miss = append(miss, fmt.Sprintf("sender %d -> %s namespace: %s", fs.id, fs.recvSide, seqRanges(fs.missing)))
+					miss = append(miss, fmt.Sprintf("sender %d -> %s namespace: %s of at most %d in flight", fs.id, fs.recvSide, seqRanges(fs.missing), fs.inFlight))
 				}
 				t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d (missing: %s); still queued at senders %d; RDS counters: %s; TCP counters:%s",
 					i, from, to, o.res.accepted, o.res.received, o.res.dup, o.res.reordered, o.res.lost, strings.Join(miss, "; "), o.queued, o.deltas, o.tcp)
@@ -327,8 +354,13 @@ func TestFreshConnection(t *testing.T) {
 				case o.res.clean():
 				case o.acceptDiscard():
 					known = append(known, fmt.Sprintf("run %d: lost %d (%s)", i, o.res.lost, strings.Join(miss, "; ")))
+					knownLost += o.res.lost
+					for _, fs := range o.senders {
+						knownBound += fs.inFlight
+					}
 				case o.handshakeLanes():
 					lanes = append(lanes, fmt.Sprintf("run %d: %d overtaken", i, o.res.reordered))
+					lanesReordered += o.res.reordered
 				default:
 					bad = append(bad, fmt.Sprintf("run %d: %+v", i, o.res))
 				}
@@ -344,20 +376,24 @@ func TestFreshConnection(t *testing.T) {
 				outcome += fmt.Sprintf("; FAILED in %d runs", len(bad))
 			}
 			logLine(t, "fresh-connection-"+dir.name, total, outcome)
-			for _, k := range known {
-				msg := "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): " + k
-				if strict {
-					t.Error(msg)
-				} else {
-					t.Log(msg)
+			if !cRan {
+				cLost, cDup, cReordered = -1, -1, -1
+			}
+			t.Logf("C flows on the same fresh connections: lost %d, duplicated %d, reordered %d (-1: not run)", cLost, cDup, cReordered)
+			if len(known) > 0 {
+				// acceptDiscard held each lost block within its sender's
+				// messages in flight.
+				cReproduced(t, "accept-discard loss on fresh connections without warm-up", "lost", knownLost, cLost)
+				ok := deviation(t, "accept-discard-loss", knownLost, knownBound, cLost, true)
+				for _, k := range known {
+					judged(t, ok, "KNOWN KERNEL BUG (accept-discard: the accepting kernel resets an incoming RDS/TCP connection that carried TCP-acknowledged messages; upstream fix \"net/rds: rds_tcp_accept_one ought to not discard messages\"): "+k)
 				}
 			}
-			for _, l := range lanes {
-				msg := "KNOWN KERNEL BEHAVIOUR (lane switch: a non-blocking sender's messages go on path 0 until the handshake, then on the socket's own path, and RDS orders per path only): " + l
-				if strict {
-					t.Error(msg)
-				} else {
-					t.Log(msg)
+			if len(lanes) > 0 {
+				cReproduced(t, "lane switch at the handshake (non-blocking sender)", "reordered", lanesReordered, cReordered)
+				ok := deviation(t, "handshake-lane-switch", lanesReordered, -1, cReordered, false)
+				for _, l := range lanes {
+					judged(t, ok, "KNOWN KERNEL BEHAVIOUR (lane switch: a non-blocking sender's messages go on path 0 until the handshake, then on the socket's own path, and RDS orders per path only): "+l)
 				}
 			}
 			for _, b := range bad {
@@ -427,7 +463,7 @@ func TestFreshConnectionAutoWarmUp(t *testing.T) {
 			for i := range reps {
 				from, to := dir.pair(t, hi, hp)
 				start := time.Now()
-				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
+				o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second, nil)
 				total.add(o.res)
 				pings += o.pings
 				t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; took %v",
@@ -487,7 +523,7 @@ func TestFreshConnectionPingDisabled(t *testing.T) {
 	for i := range reps {
 		from, to := dir.pair(t, hi, hp)
 		start := time.Now()
-		o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second)
+		o := runFresh(t, dir.from, from, to, n, dir.bothWays, true, 5*time.Second, nil)
 		took := time.Since(start)
 		total.add(o.res)
 		t.Logf("run %d %v -> %v: accepted %d received %d dup %d reordered %d lost %d; %d RDS pings received; %d warm-ups gave up; took %v",

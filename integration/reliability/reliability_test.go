@@ -284,7 +284,9 @@ type sender struct {
 	sent      int // distinct messages attempted
 	accepted  int // WriteMsg succeeded (sequence numbers 0..accepted-1)
 	congested int // ErrCongested results (each retried)
-	err       error
+	// acceptedNow mirrors accepted for readers while the sender runs.
+	acceptedNow atomic.Int64
+	err         error
 	// pause, if set, is called before each message; the link tests use
 	// it to inject a fault after a number of messages.
 	pause func(seq int)
@@ -297,8 +299,8 @@ const stuckAfter = 20 * time.Second
 
 // errStaleCongestion says a sender stopped because its kernel went on
 // marking the destination port congested: a probe from a new socket was
-// refused too. Unless the receiver still has messages queued (see
-// judgeSender), that is the kernel defect of rdssock's BUG note on stale
+// refused too while nothing was queued for the port (see probe), the
+// kernel defect of rdssock's BUG note on stale
 // congestion, not the library or the test.
 var errStaleCongestion = errors.New("the kernel still marks the port congested")
 
@@ -320,6 +322,7 @@ func (s *sender) run() {
 			_, err := s.c.WriteMsg(msg, nil, s.to)
 			if err == nil {
 				s.accepted++
+				s.acceptedNow.Add(1)
 				break
 			}
 			if errors.Is(err, rdssock.ErrCongested) {
@@ -339,82 +342,133 @@ func (s *sender) run() {
 	}
 }
 
-// probe tries one non-blocking empty send to s.to from a new socket on
-// s's address. It returns errStaleCongestion if the kernel refuses it as
-// congested, else an error describing what happened.
+// probe judges a destination that stayed congested, at that moment: it
+// counts the messages queued for s.to on its namespace's receive queue,
+// tries one non-blocking empty send to s.to from a new socket on s's
+// address, and counts the queue again. It returns errStaleCongestion only
+// if the probe send was refused as congested while nothing was queued for
+// the port before or after it: then the receiver had drained it and the
+// kernel's congestion map is stale. A receiver that is merely behind
+// gives an ordinary error, which fails the test.
 func (s *sender) probe() error {
+	q1, err := queuedAt(s.to)
+	if err != nil {
+		return err
+	}
 	c, err := openErr(s.side, netip.AddrPortFrom(s.c.LocalAddrPort().Addr(), port()), nil)
 	if err != nil {
 		return fmt.Errorf("probe socket: %w", err)
 	}
 	defer c.Close()
-	_, err = c.WriteMsgFlags(nil, nil, nil, s.to, unix.MSG_DONTWAIT)
-	if errors.Is(err, rdssock.ErrCongested) {
+	_, perr := c.WriteMsgFlags(nil, nil, nil, s.to, unix.MSG_DONTWAIT)
+	q2, err := queuedAt(s.to)
+	if err != nil {
+		return err
+	}
+	if q1+q2 > 0 {
+		return fmt.Errorf("the receiver had %d and %d messages queued around the probe (probe send: %v): it fell behind", q1, q2, perr)
+	}
+	if errors.Is(perr, rdssock.ErrCongested) {
 		return errStaleCongestion
 	}
-	return fmt.Errorf("yet a probe send from a new socket returned %v", err)
+	return fmt.Errorf("yet a probe send from a new socket returned %v", perr)
+}
+
+// queuedAt counts the messages on the receive queue of port to, read from
+// the info table of the namespace that holds to's address.
+func queuedAt(to netip.AddrPort) (int, error) {
+	var c *rdssock.Conn
+	var err error
+	for _, sd := range []side{peer, local} {
+		if c, err = openErr(sd, netip.AddrPortFrom(to.Addr(), port()), nil); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("a socket on %v to read its receive queue: %w", to.Addr(), err)
+	}
+	defer c.Close()
+	msgs, err := c.Messages(rdssock.Info6RecvMessages)
+	if err != nil {
+		return 0, fmt.Errorf("queued receive messages: %w", err)
+	}
+	n := 0
+	for _, m := range msgs {
+		if m.Local.Addr().Unmap() == to.Addr().Unmap() && m.Local.Port() == to.Port() {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // judgeSender reports a sender's error. A stop for stale congestion
-// (errStaleCongestion) is checked against recv, the destination's socket
-// (nil if closed): if its namespace still has messages queued for it, the
-// receiver fell behind and the test fails. Otherwise it is logged as
-// KNOWN KERNEL BUG, with a stale-congestion row for rdstest's reliability
-// table, and fails only under RDSTEST_RELIABILITY_STRICT=1.
-func judgeSender(t testing.TB, s *sender, recv *rdssock.Conn) {
+// (errStaleCongestion, judged at the probe) is logged as KNOWN KERNEL BUG,
+// with a stale-congestion row for rdstest's reliability table and a
+// DEVIATION line; it has no C reproduction and no bound, so it fails under
+// RDSTEST_RELIABILITY_STRICT=1. Any other error fails the test.
+func judgeSender(t testing.TB, s *sender) {
 	t.Helper()
 	if s.err == nil {
 		return
 	}
-	if !errors.Is(s.err, errStaleCongestion) || recv == nil {
+	if !errors.Is(s.err, errStaleCongestion) {
 		t.Error(s.err)
 		return
 	}
-	msgs, err := recv.Messages(rdssock.Info6RecvMessages)
-	if err != nil {
-		t.Errorf("%v; queued receive messages: %v", s.err, err)
-		return
-	}
-	queued := 0
-	at := recv.LocalAddrPort()
-	for _, m := range msgs {
-		if m.Local.Addr().Unmap() == at.Addr().Unmap() && m.Local.Port() == at.Port() {
-			queued++
-		}
-	}
-	if queued > 0 {
-		t.Errorf("%v; but the receiver has %d messages queued: it fell behind", s.err, queued)
-		return
-	}
-	msg := fmt.Sprintf("KNOWN KERNEL BUG: %v, although the receiver drained it", s.err)
-	if os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" {
-		t.Error(msg)
-	} else {
-		t.Log(msg)
-	}
+	msg := fmt.Sprintf("KNOWN KERNEL BUG: %v, although its receive queue was empty at the probe", s.err)
 	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s)",
 		vmtest.KernelRelease(), s.to, t.Name())
+	judged(t, deviation(t, "stale-congestion", 1, -1, -1, false), msg)
+}
+
+// strict reports whether RDSTEST_RELIABILITY_STRICT=1 asks that a kernel
+// deviation be justified in the same run: within the bounds read from the
+// kernel at the fault, or reproduced by the C flow under the same fault.
+func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" }
+
+// deviation logs one deviation from the delivery promise that a kernel
+// signature matched, in a form rdstest can collect, and reports whether it
+// is accepted:
+//
+//	DEVIATION|<signature>|kernel=<release>|test=<name>|go=<n>|bound=<n>|c=<n>|basis=<bounds|c|none>|strict=<0|1>
+//
+// go counts the messages (or events) affected in the Go run; bound is the
+// limit read from the kernel at the fault (-1: none) and bounded says the
+// signature held the Go run within it; c is what the C flow showed under
+// the same fault in the same VM run (-1: no C flow ran). The basis is
+// "bounds" if bounded, else "c" if the C flow showed at least as many,
+// else "none"; with basis none the deviation is accepted only when not
+// strict.
+func deviation(t testing.TB, signature string, goCount, bound, cCount int, bounded bool) bool {
+	t.Helper()
+	basis := "none"
+	switch {
+	case bounded:
+		basis = "bounds"
+	case cCount > 0 && goCount <= cCount:
+		basis = "c"
+	}
+	st := 0
+	if strict() {
+		st = 1
+	}
+	t.Logf("DEVIATION|%s|kernel=%s|test=%s|go=%d|bound=%d|c=%d|basis=%s|strict=%d",
+		signature, vmtest.KernelRelease(), t.Name(), goCount, bound, cCount, basis, st)
+	return basis != "none" || !strict()
+}
+
+// judged logs msg, a known kernel deviation, or fails the test with it if
+// it was not accepted (see deviation).
+func judged(t testing.TB, accepted bool, msg string) {
+	t.Helper()
+	if accepted {
+		t.Log(msg)
+		return
+	}
+	t.Error(msg + " [strict: neither within bounds read at the fault nor reproduced by the C flow in this run]")
 }
 
 // ---- results ----
-
-// result sums a run up in the RELIABILITY line's terms.
-type result struct {
-	sent, accepted, received, dup, reordered, corrupt, lost int
-	unexpected                                              int // delivered but never accepted, or from nowhere
-}
-
-// add sums o into r.
-func (r *result) add(o result) {
-	r.sent += o.sent
-	r.accepted += o.accepted
-	r.received += o.received
-	r.dup += o.dup
-	r.reordered += o.reordered
-	r.corrupt += o.corrupt
-	r.lost += o.lost
-	r.unexpected += o.unexpected
-}
 
 // tally compares what the senders had accepted with what tr saw.
 func tally(tr *tracker, senders []*sender) result {
@@ -460,12 +514,6 @@ func minInt(a, b int) int {
 		return a
 	}
 	return b
-}
-
-// clean reports whether r shows exactly-once, in-order, intact delivery
-// of everything accepted.
-func (r result) clean() bool {
-	return r.lost == 0 && r.dup == 0 && r.reordered == 0 && r.corrupt == 0 && r.unexpected == 0 && r.received == r.accepted
 }
 
 // logLine writes the RELIABILITY summary line for one fault.
@@ -526,13 +574,7 @@ func (f *flow) run(drain time.Duration) (result, time.Duration) {
 	accepted := 0
 	for _, s := range f.senders {
 		accepted += s.accepted
-		var recv *rdssock.Conn
-		for _, c := range f.receivers {
-			if c.LocalAddrPort() == s.to {
-				recv = c
-			}
-		}
-		judgeSender(t, s, recv)
+		judgeSender(t, s)
 	}
 	// Wait for the rest; once no sender has anything left on a send or
 	// retransmit queue for a whole second, nothing more can come.
