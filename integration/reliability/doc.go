@@ -39,4 +39,4 @@ package reliability
 
 // TestLinkFailure runs the C flow of bench/cbaseline/rdsfault.c beside the
 // Go one, under the same fault; the VM has no compiler, so build it here.
-//go:generate gcc -O2 -static -Wall -Wextra -Werror -o testdata/rdsfault-c ../../bench/cbaseline/rdsfault.c
+//go:generate sh -c "mkdir -p testdata && gcc -O2 -static -Wall -Wextra -Werror -o testdata/rdsfault-c ../../bench/cbaseline/rdsfault.c"
