@@ -37,6 +37,13 @@ func Len(dataLen int) int { return HeaderLen + dataLen }
 // in a control buffer, padding included.
 func Space(dataLen int) int { return HeaderLen + Align(dataLen) }
 
+// BUG(kernel): On 386 the RDMA_STATUS and RXPATH_LATENCY layouts are
+// those of an i386 kernel (12 and 28 bytes). A 386 program on a 64-bit
+// kernel would receive them in the 64-bit layout (16 and 32 bytes), since
+// net/rds writes both structs with put_cmsg without a compat translation
+// (read from the source, not measured); their decoders then report
+// ErrDataLen.
+
 // Levels.
 const (
 	// LevelRDS is SOL_RDS, the level of every RDS control message.
