@@ -1,4 +1,4 @@
-//go:build !(linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le))
+//go:build !linux
 
 package bench
 
@@ -11,8 +11,7 @@ import (
 // Roles lists the worker roles, the same in Go and in the C baseline.
 var Roles = []string{"recv", "send", "echo", "ping", "rdma-target", "rdma-init"}
 
-// Worker fails: the Go workers need Linux on a 64-bit architecture that
-// package cmsg supports.
+// Worker fails: the Go workers need Linux.
 func Worker(role string, args []string, out io.Writer) error {
-	return errors.New("bench: the workers need 64-bit Linux, not " + runtime.GOOS + "/" + runtime.GOARCH)
+	return errors.New("bench: the workers need Linux, not " + runtime.GOOS + "/" + runtime.GOARCH)
 }

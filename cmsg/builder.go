@@ -2,16 +2,11 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
-import (
-	"encoding/binary"
-	"slices"
-)
-
-var le = binary.LittleEndian
+import "slices"
 
 // A Builder appends control messages to a caller-owned buffer, each
 // padded to its Space, ready to pass as the msg_control of sendmsg.
@@ -55,9 +50,9 @@ func (b *Builder) next(level, typ int32, n int) []byte {
 	b.buf = slices.Grow(b.buf, sp)[:off+sp]
 	m := b.buf[off:]
 	clear(m)
-	le.PutUint64(m[0:], uint64(Len(n)))
-	le.PutUint32(m[8:], uint32(level))
-	le.PutUint32(m[12:], uint32(typ))
+	putHdrLen(m, Len(n))
+	ne.PutUint32(m[offLevel:], uint32(level))
+	ne.PutUint32(m[offType:], uint32(typ))
 	return m[HeaderLen : HeaderLen+n]
 }
 
@@ -76,8 +71,8 @@ func (b *Builder) Append(level, typ int32, data []byte) {
 }
 
 func putIOVec(d []byte, v IOVec) {
-	le.PutUint64(d[0:], v.Addr)
-	le.PutUint64(d[8:], v.Bytes)
+	ne.PutUint64(d[offIovecAddr:], v.Addr)
+	ne.PutUint64(d[offIovecBytes:], v.Bytes)
 }
 
 // RDMAArgs adds RDS_CMSG_RDMA_ARGS (send; IB transport only).
@@ -86,12 +81,12 @@ func (b *Builder) RDMAArgs(a RDMAArgs) {
 	if d == nil {
 		return
 	}
-	le.PutUint64(d[0:], uint64(a.Cookie))
-	putIOVec(d[8:], a.Remote)
-	le.PutUint64(d[24:], a.LocalVecAddr)
-	le.PutUint64(d[32:], a.NumLocal)
-	le.PutUint64(d[40:], uint64(a.Flags))
-	le.PutUint64(d[48:], a.UserToken)
+	ne.PutUint64(d[offRDMACookie:], uint64(a.Cookie))
+	putIOVec(d[offRDMARemote:], a.Remote)
+	ne.PutUint64(d[offRDMALocalVec:], a.LocalVecAddr)
+	ne.PutUint64(d[offRDMANrLocal:], a.NumLocal)
+	ne.PutUint64(d[offRDMAFlags:], uint64(a.Flags))
+	ne.PutUint64(d[offRDMAUserToken:], a.UserToken)
 }
 
 // RDMADest adds RDS_CMSG_RDMA_DEST: on send, the cookie of a registration
@@ -99,7 +94,7 @@ func (b *Builder) RDMAArgs(a RDMAArgs) {
 // kernel attaches), the cookie the peer sent with the message.
 func (b *Builder) RDMADest(c Cookie) {
 	if d := b.next(LevelRDS, TypeRDMADest, RDMADestLen); d != nil {
-		le.PutUint64(d, uint64(c))
+		ne.PutUint64(d, uint64(c))
 	}
 }
 
@@ -109,9 +104,9 @@ func (b *Builder) RDMAMap(a MapArgs) {
 	if d == nil {
 		return
 	}
-	putIOVec(d[0:], a.Vec)
-	le.PutUint64(d[16:], a.CookieAddr)
-	le.PutUint64(d[24:], uint64(a.Flags))
+	putIOVec(d[offMapVec:], a.Vec)
+	ne.PutUint64(d[offMapCookieAddr:], a.CookieAddr)
+	ne.PutUint64(d[offMapFlags:], uint64(a.Flags))
 }
 
 // RDMAStatus adds RDS_CMSG_RDMA_STATUS (receive only: for fakes and
@@ -121,15 +116,15 @@ func (b *Builder) RDMAStatus(n Notify) {
 	if d == nil {
 		return
 	}
-	le.PutUint64(d[0:], n.UserToken)
-	le.PutUint32(d[8:], uint32(n.Status))
+	ne.PutUint64(d[offNotifyUserToken:], n.UserToken)
+	ne.PutUint32(d[offNotifyStatus:], uint32(n.Status))
 }
 
 // CongUpdate adds RDS_CMSG_CONG_UPDATE (receive only): mask has the
 // congestion-monitor bit of every port group that became uncongested.
 func (b *Builder) CongUpdate(mask uint64) {
 	if d := b.next(LevelRDS, TypeCongUpdate, CongUpdateLen); d != nil {
-		le.PutUint64(d, mask)
+		ne.PutUint64(d, mask)
 	}
 }
 
@@ -139,14 +134,14 @@ func (b *Builder) atomic(typ int32, c Cookie, local, remote uint64, w [4]uint64,
 	if d == nil {
 		return
 	}
-	le.PutUint64(d[0:], uint64(c))
-	le.PutUint64(d[8:], local)
-	le.PutUint64(d[16:], remote)
+	ne.PutUint64(d[offAtomicCookie:], uint64(c))
+	ne.PutUint64(d[offAtomicLocal:], local)
+	ne.PutUint64(d[offAtomicRemote:], remote)
 	for i, v := range w {
-		le.PutUint64(d[24+8*i:], v)
+		ne.PutUint64(d[offAtomicUnion+8*i:], v)
 	}
-	le.PutUint64(d[56:], uint64(f))
-	le.PutUint64(d[64:], token)
+	ne.PutUint64(d[offAtomicFlags:], uint64(f))
+	ne.PutUint64(d[offAtomicUserToken:], token)
 }
 
 // AtomicFADD adds RDS_CMSG_ATOMIC_FADD (send; IB transport only).
@@ -184,12 +179,12 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 	if d == nil {
 		return
 	}
-	d[0] = t.Count
+	d[offTraceCount] = t.Count
 	for i, p := range t.Points {
-		d[1+i] = uint8(p)
+		d[offTracePoints+i] = uint8(p)
 	}
 	for i, v := range t.Latency {
-		le.PutUint64(d[8+8*i:], v)
+		ne.PutUint64(d[offTraceLatency+8*i:], v)
 	}
 }
 
@@ -198,7 +193,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 // message.
 func (b *Builder) ZeroCopyCookie(cookie uint32) {
 	if d := b.next(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); d != nil {
-		le.PutUint32(d, cookie)
+		ne.PutUint32(d, cookie)
 	}
 }
 
@@ -214,35 +209,68 @@ func (b *Builder) ZeroCopyCompletion(z ZeroCopyCookies) {
 	if d == nil {
 		return
 	}
-	le.PutUint32(d[0:], uint32(z.N))
+	ne.PutUint32(d[offZcopyNum:], uint32(z.N))
 	for i, c := range z.Cookies {
-		le.PutUint32(d[4+4*i:], c)
+		ne.PutUint32(d[offZcopyCookies+4*i:], c)
 	}
 }
 
+// timeval adds a Timeval: two longs for TypeTimestamp, two int64 for
+// TypeTimestampNew.
 func (b *Builder) timeval(typ int32, t Timeval) {
-	if d := b.next(LevelSocket, typ, TimevalLen); d != nil {
-		le.PutUint64(d[0:], uint64(t.Sec))
-		le.PutUint64(d[8:], uint64(t.Usec))
+	if typ == TypeTimestampNew {
+		if d := b.next(LevelSocket, typ, TimevalLen); d != nil {
+			ne.PutUint64(d[0:], uint64(t.Sec))
+			ne.PutUint64(d[8:], uint64(t.Usec))
+		}
+		return
+	}
+	if b.err != nil {
+		return
+	}
+	var v [oldTimevalLen]byte
+	if !putLong(v[:], t.Sec) || !putLong(v[Alignment:], t.Usec) {
+		b.fail(ErrInvalid, LevelSocket, typ, oldTimevalLen)
+		return
+	}
+	if d := b.next(LevelSocket, typ, oldTimevalLen); d != nil {
+		copy(d, v[:])
 	}
 }
 
-func putTimespec(d []byte, t Timespec) {
-	le.PutUint64(d[0:], uint64(t.Sec))
-	le.PutUint64(d[8:], uint64(t.Nsec))
-}
-
-func (b *Builder) timespec(typ int32, t Timespec) {
-	if d := b.next(LevelSocket, typ, TimespecLen); d != nil {
-		putTimespec(d, t)
+// putTimespecs writes ts as __kernel_timespec (wide) or as two longs each,
+// and reports whether every value fitted.
+func putTimespecs(d []byte, wide bool, ts ...Timespec) bool {
+	ok := true
+	for _, t := range ts {
+		if wide {
+			ne.PutUint64(d[0:], uint64(t.Sec))
+			ne.PutUint64(d[8:], uint64(t.Nsec))
+			d = d[TimespecLen:]
+			continue
+		}
+		ok = putLong(d[0:], t.Sec) && ok
+		ok = putLong(d[Alignment:], t.Nsec) && ok
+		d = d[oldTimespecLen:]
 	}
+	return ok
 }
 
-func (b *Builder) timestamping(typ int32, t Timestamping) {
-	if d := b.next(LevelSocket, typ, TimestampingLen); d != nil {
-		putTimespec(d[0:], t.Software)
-		putTimespec(d[16:], t.Deprecated)
-		putTimespec(d[32:], t.Hardware)
+// timespecs adds a message of n timespecs (SCM_TIMESTAMPNS or
+// SCM_TIMESTAMPING, old or new).
+func (b *Builder) timespecs(typ int32, wide bool, ts ...Timespec) {
+	if b.err != nil {
+		return
+	}
+	n := len(ts) * oldTimespecLen
+	if wide {
+		n = len(ts) * TimespecLen
+	}
+	off := len(b.buf)
+	d := b.next(LevelSocket, typ, n)
+	if !putTimespecs(d, wide, ts...) {
+		b.buf = b.buf[:off]
+		b.fail(ErrInvalid, LevelSocket, typ, n)
 	}
 }
 
@@ -255,16 +283,20 @@ func (b *Builder) Timestamp(t Timeval) { b.timeval(TypeTimestamp, t) }
 func (b *Builder) TimestampNew(t Timeval) { b.timeval(TypeTimestampNew, t) }
 
 // TimestampNS adds SCM_TIMESTAMPNS (receive only; RDS does not send it).
-func (b *Builder) TimestampNS(t Timespec) { b.timespec(TypeTimestampNS, t) }
+func (b *Builder) TimestampNS(t Timespec) { b.timespecs(TypeTimestampNS, false, t) }
 
 // TimestampNSNew adds SO_TIMESTAMPNS_NEW (receive only; RDS does not
 // send it).
-func (b *Builder) TimestampNSNew(t Timespec) { b.timespec(TypeTimestampNSNew, t) }
+func (b *Builder) TimestampNSNew(t Timespec) { b.timespecs(TypeTimestampNSNew, true, t) }
 
 // Timestamping adds SCM_TIMESTAMPING (receive only; RDS does not send
 // it).
-func (b *Builder) Timestamping(t Timestamping) { b.timestamping(TypeTimestamping, t) }
+func (b *Builder) Timestamping(t Timestamping) {
+	b.timespecs(TypeTimestamping, false, t.Software, t.Deprecated, t.Hardware)
+}
 
 // TimestampingNew adds SO_TIMESTAMPING_NEW (receive only; RDS does not
 // send it).
-func (b *Builder) TimestampingNew(t Timestamping) { b.timestamping(TypeTimestampingNew, t) }
+func (b *Builder) TimestampingNew(t Timestamping) {
+	b.timespecs(TypeTimestampingNew, true, t.Software, t.Deprecated, t.Hardware)
+}

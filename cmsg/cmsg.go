@@ -2,7 +2,7 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
@@ -14,14 +14,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Layout of struct cmsghdr on 64-bit Linux: cmsg_len (8 bytes, counting
-// the header), cmsg_level (4), cmsg_type (4), then the data, with each
-// message padded to a multiple of 8 bytes (CMSG_ALIGN).
+// Layout of struct cmsghdr: cmsg_len (a size_t counting the header: 8
+// bytes on 64-bit ABIs, 4 on 32-bit ones), cmsg_level (4), cmsg_type (4),
+// then the data, with each message padded to a multiple of sizeof(long)
+// (CMSG_ALIGN). Every integer is in host byte order.
 const (
-	// HeaderLen is sizeof(struct cmsghdr).
-	HeaderLen = 16
-	// Alignment is the unit CMSG_ALIGN rounds to.
-	Alignment = 8
+	// HeaderLen is sizeof(struct cmsghdr): 16 on 64-bit ABIs, 12 on
+	// 32-bit ones.
+	HeaderLen = unix.SizeofCmsghdr
+	// Alignment is the unit CMSG_ALIGN rounds to, sizeof(long): 8 on
+	// 64-bit ABIs, 4 on 32-bit ones.
+	Alignment = 4 << (^uint(0) >> 63)
 )
 
 // Align rounds n up to a multiple of Alignment, like CMSG_ALIGN.
@@ -33,6 +36,13 @@ func Len(dataLen int) int { return HeaderLen + dataLen }
 // Space is CMSG_SPACE: the bytes a message carrying dataLen bytes occupies
 // in a control buffer, padding included.
 func Space(dataLen int) int { return HeaderLen + Align(dataLen) }
+
+// BUG(kernel): On 386 the RDMA_STATUS and RXPATH_LATENCY layouts are
+// those of an i386 kernel (12 and 28 bytes). A 386 program on a 64-bit
+// kernel would receive them in the 64-bit layout (16 and 32 bytes), since
+// net/rds writes both structs with put_cmsg without a compat translation
+// (read from the source, not measured); their decoders then report
+// ErrDataLen.
 
 // Levels.
 const (
@@ -58,9 +68,10 @@ const (
 	TypeZeroCopyCompletion = rdsabi.CmsgZcopyCompletion
 )
 
-// Types at LevelSocket. The _OLD forms carry the 64-bit layouts on every
-// architecture this package builds for, so old and new differ only in
-// their type number.
+// Types at LevelSocket. On 64-bit ABIs the _OLD forms have the same
+// layouts as the _NEW ones, which hold 64-bit fields everywhere; on 32-bit
+// ABIs the _OLD forms' fields are 32-bit longs (8 bytes per Timeval or
+// Timespec), which the decoders widen to int64.
 const (
 	TypeTimestamp       = unix.SO_TIMESTAMP_OLD    // SCM_TIMESTAMP: Timeval
 	TypeTimestampNS     = unix.SO_TIMESTAMPNS_OLD  // SCM_TIMESTAMPNS: Timespec
@@ -70,24 +81,34 @@ const (
 	TypeTimestampingNew = unix.SO_TIMESTAMPING_NEW // SO_TIMESTAMPING_NEW: Timestamping
 )
 
-// Data lengths (the payload after the header) of each message type.
+// Data lengths (the payload after the header) of each message type; the
+// numbers in comments are those of 64-bit ABIs.
 const (
 	RDMAArgsLen           = rdsabi.SizeofRDMAArgs     // 56
 	RDMADestLen           = rdsabi.SizeofCookie       // 8
 	RDMAMapLen            = rdsabi.SizeofGetMRArgs    // 32
-	RDMAStatusLen         = rdsabi.SizeofRDMANotify   // 16
+	RDMAStatusLen         = rdsabi.SizeofRDMANotify   // 16 (12 on 386)
 	CongUpdateLen         = 8                         // a uint64 port mask
 	AtomicLen             = rdsabi.SizeofAtomicArgs   // 72, all four atomic types
-	RxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32
+	RxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32 (28 on 386)
 	ZeroCopyCookieLen     = 4                         // a uint32
 	ZeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
-	TimevalLen            = 16                        // struct timeval / __kernel_sock_timeval
-	TimespecLen           = 16                        // struct timespec / __kernel_timespec
-	TimestampingLen       = 3 * TimespecLen           // struct scm_timestamping(64)
+	TimevalLen            = 16                        // __kernel_sock_timeval; SCM_TIMESTAMP on 64-bit ABIs
+	TimespecLen           = 16                        // __kernel_timespec; SCM_TIMESTAMPNS on 64-bit ABIs
+	TimestampingLen       = 3 * TimespecLen           // struct scm_timestamping64; SCM_TIMESTAMPING on 64-bit ABIs
+)
+
+// Data lengths of the _OLD timestamp forms: two longs per timeval or
+// timespec.
+const (
+	oldTimevalLen      = 2 * Alignment
+	oldTimespecLen     = 2 * Alignment
+	oldTimestampingLen = 3 * oldTimespecLen
 )
 
 // Buffer space (CMSG_SPACE) of each message type, for sizing control
-// buffers.
+// buffers; the numbers in comments are those of 64-bit ABIs. The
+// timestamp spaces fit both the _OLD and the _NEW forms.
 const (
 	RDMAArgsSpace           = HeaderLen + (RDMAArgsLen+Alignment-1)&^(Alignment-1)           // 72
 	RDMADestSpace           = HeaderLen + (RDMADestLen+Alignment-1)&^(Alignment-1)           // 24
@@ -105,10 +126,10 @@ const (
 	// MaxReceiveSpace is a receive control buffer size that holds
 	// everything the kernel attaches to one recvmsg that returns data:
 	// RDMA_DEST, a timestamp, a receive-path trace and a zero-copy
-	// completion (160 bytes). Notices (RDMA_STATUS, CONG_UPDATE) come on
-	// recvmsg calls of their own; the kernel packs as many RDMA_STATUS
-	// messages as fit (controllen/RDMAStatusSpace, at least one), so a
-	// larger buffer drains them in fewer calls.
+	// completion (160 bytes on 64-bit ABIs). Notices (RDMA_STATUS,
+	// CONG_UPDATE) come on recvmsg calls of their own; the kernel packs
+	// as many RDMA_STATUS messages as fit (controllen/RDMAStatusSpace, at
+	// least one), so a larger buffer drains them in fewer calls.
 	MaxReceiveSpace = RDMADestSpace + TimevalSpace + RxPathLatencySpace + ZeroCopyCompletionSpace
 )
 

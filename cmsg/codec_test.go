@@ -2,22 +2,20 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"reflect"
 	"testing"
 )
 
-// codecCase pairs a message with its byte image, written out by hand from
-// the kernel header: little-endian, 16-byte header (cmsg_len u64, level
-// s32, type s32), data, zero padding to a multiple of 8.
+// codecCase pairs a message with its byte image, described field by field
+// from the kernel header (see image_test.go for the layout rules).
 type codecCase struct {
 	name   string
 	build  func(*Builder)
@@ -26,92 +24,65 @@ type codecCase struct {
 	image  []byte
 }
 
+const solRDS = 276 // SOL_RDS, written out
+
 var codecCases = []codecCase{
 	{
 		name:   "RDMAArgs",
 		build:  func(b *Builder) { b.RDMAArgs(testRDMAArgs) },
 		decode: func(m Message) (any, error) { return m.RDMAArgs() },
 		value:  testRDMAArgs,
-		image: []byte{
-			0x48, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 56 = 72
-			0x14, 0x01, 0, 0, // level SOL_RDS = 276
-			0x01, 0, 0, 0, // type RDS_CMSG_RDMA_ARGS
-			0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // cookie
-			0x00, 0x10, 0, 0, 0, 0, 0, 0, // remote_vec.addr = 0x1000
-			0x00, 0x02, 0, 0, 0, 0, 0, 0, // remote_vec.bytes = 512
-			0xf0, 0xde, 0xbc, 0x9a, 0x78, 0x56, 0x34, 0x12, // local_vec_addr
-			0x02, 0, 0, 0, 0, 0, 0, 0, // nr_local = 2
-			0x21, 0, 0, 0, 0, 0, 0, 0, // flags = READWRITE|NOTIFY_ME
-			0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // user_token
-		},
+		image: image(solRDS, 1, // RDS_CMSG_RDMA_ARGS
+			u64(0x0807060504030201), // cookie
+			u64(0x1000), u64(512),   // remote_vec
+			u64(0x123456789abcdef0), // local_vec_addr
+			u64(2),                  // nr_local
+			u64(0x21),               // flags = READWRITE|NOTIFY_ME
+			u64(^uint64(0)),         // user_token
+		),
 	},
 	{
 		name:   "RDMADest",
 		build:  func(b *Builder) { b.RDMADest(MakeCookie(0xaabbccdd, 0x123)) },
 		decode: func(m Message) (any, error) { return m.RDMADest() },
 		value:  MakeCookie(0xaabbccdd, 0x123),
-		image: []byte{
-			0x18, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 24
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x02, 0, 0, 0, // RDS_CMSG_RDMA_DEST
-			0xdd, 0xcc, 0xbb, 0xaa, // r_key (low half)
-			0x23, 0x01, 0, 0, // offset (high half)
-		},
+		image:  image(solRDS, 2, u64(0x00000123_aabbccdd)), // offset high, r_key low
 	},
 	{
 		name:   "RDMAMap",
 		build:  func(b *Builder) { b.RDMAMap(testMapArgs) },
 		decode: func(m Message) (any, error) { return m.RDMAMap() },
 		value:  testMapArgs,
-		image: []byte{
-			0x30, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 32 = 48
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x03, 0, 0, 0, // RDS_CMSG_RDMA_MAP
-			0x00, 0x00, 0x40, 0x00, 0x00, 0x7f, 0, 0, // vec.addr = 0x7f0000400000
-			0x00, 0x00, 0x01, 0, 0, 0, 0, 0, // vec.bytes = 65536
-			0x08, 0x00, 0x40, 0x00, 0x00, 0x7f, 0, 0, // cookie_addr
-			0x0d, 0, 0, 0, 0, 0, 0, 0, // flags = READWRITE|INVALIDATE|USE_ONCE
-		},
+		image: image(solRDS, 3, // RDS_CMSG_RDMA_MAP
+			u64(0x7f0000400000), u64(65536), // vec
+			u64(0x7f0000400008), // cookie_addr
+			u64(0x0d),           // flags = READWRITE|INVALIDATE|USE_ONCE
+		),
 	},
 	{
 		name:   "RDMAStatus",
 		build:  func(b *Builder) { b.RDMAStatus(Notify{UserToken: 0x0102030405060708, Status: StatusDropped}) },
 		decode: func(m Message) (any, error) { return m.RDMAStatus() },
 		value:  Notify{UserToken: 0x0102030405060708, Status: StatusDropped},
-		image: []byte{
-			0x20, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 16 = 32
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x04, 0, 0, 0, // RDS_CMSG_RDMA_STATUS
-			0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, // user_token
-			0x03, 0, 0, 0, // status = RDS_RDMA_DROPPED
-			0, 0, 0, 0, // struct tail padding
-		},
+		image: image(solRDS, 4, // RDS_CMSG_RDMA_STATUS
+			u64(0x0102030405060708), // user_token
+			s32(3),                  // status = RDS_RDMA_DROPPED
+			u64Gap(12),              // struct tail padding
+		),
 	},
 	{
 		name:   "RDMAStatusNegative",
 		build:  func(b *Builder) { b.RDMAStatus(Notify{UserToken: 1, Status: -5}) },
 		decode: func(m Message) (any, error) { return m.RDMAStatus() },
 		value:  Notify{UserToken: 1, Status: -5},
-		image: []byte{
-			0x20, 0, 0, 0, 0, 0, 0, 0,
-			0x14, 0x01, 0, 0,
-			0x04, 0, 0, 0,
-			0x01, 0, 0, 0, 0, 0, 0, 0,
-			0xfb, 0xff, 0xff, 0xff, // status = -5 (s32)
-			0, 0, 0, 0,
-		},
+		image:  image(solRDS, 4, u64(1), s32(-5), u64Gap(12)),
 	},
 	{
 		name:   "CongUpdate",
 		build:  func(b *Builder) { b.CongUpdate(1<<63 | 1<<10 | 1) },
 		decode: func(m Message) (any, error) { return m.CongUpdate() },
 		value:  uint64(1<<63 | 1<<10 | 1),
-		image: []byte{
-			0x18, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 24
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x05, 0, 0, 0, // RDS_CMSG_CONG_UPDATE
-			0x01, 0x04, 0, 0, 0, 0, 0, 0x80, // mask: bits 0, 10, 63
-		},
+		image:  image(solRDS, 5, u64(1<<63|1<<10|1)),
 	},
 	{
 		name: "AtomicFADD",
@@ -120,20 +91,11 @@ var codecCases = []codecCase{
 		},
 		decode: func(m Message) (any, error) { return m.AtomicFADD() },
 		value:  AtomicFADD{Cookie: 0x0807060504030201, LocalAddr: 0x22, RemoteAddr: 0x33, Add: 0x44, Flags: FlagNotifyMe, UserToken: 0x99},
-		image: []byte{
-			0x58, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 72 = 88
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x06, 0, 0, 0, // RDS_CMSG_ATOMIC_FADD
-			0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // cookie
-			0x22, 0, 0, 0, 0, 0, 0, 0, // local_addr
-			0x33, 0, 0, 0, 0, 0, 0, 0, // remote_addr
-			0x44, 0, 0, 0, 0, 0, 0, 0, // fadd.add
-			0, 0, 0, 0, 0, 0, 0, 0, // unused union word
-			0, 0, 0, 0, 0, 0, 0, 0, // unused union word
-			0, 0, 0, 0, 0, 0, 0, 0, // unused union word
-			0x20, 0, 0, 0, 0, 0, 0, 0, // flags = NOTIFY_ME
-			0x99, 0, 0, 0, 0, 0, 0, 0, // user_token
-		},
+		image: image(solRDS, 6, // RDS_CMSG_ATOMIC_FADD
+			u64(0x0807060504030201), u64(0x22), u64(0x33), // cookie, local_addr, remote_addr
+			u64(0x44), u64(0), u64(0), u64(0), // fadd.add, unused union words
+			u64(0x20), u64(0x99), // flags = NOTIFY_ME, user_token
+		),
 	},
 	{
 		name: "AtomicCSWP",
@@ -142,20 +104,11 @@ var codecCases = []codecCase{
 		},
 		decode: func(m Message) (any, error) { return m.AtomicCSWP() },
 		value:  AtomicCSWP{Cookie: 0x11, LocalAddr: 0x22, RemoteAddr: 0x33, Compare: 0x44, Swap: 0x55, Flags: FlagNotifyMe, UserToken: 0x99},
-		image: []byte{
-			0x58, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 88
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x07, 0, 0, 0, // RDS_CMSG_ATOMIC_CSWP
-			0x11, 0, 0, 0, 0, 0, 0, 0, // cookie
-			0x22, 0, 0, 0, 0, 0, 0, 0, // local_addr
-			0x33, 0, 0, 0, 0, 0, 0, 0, // remote_addr
-			0x44, 0, 0, 0, 0, 0, 0, 0, // cswp.compare
-			0x55, 0, 0, 0, 0, 0, 0, 0, // cswp.swap
-			0, 0, 0, 0, 0, 0, 0, 0, // unused
-			0, 0, 0, 0, 0, 0, 0, 0, // unused
-			0x20, 0, 0, 0, 0, 0, 0, 0, // flags
-			0x99, 0, 0, 0, 0, 0, 0, 0, // user_token
-		},
+		image: image(solRDS, 7, // RDS_CMSG_ATOMIC_CSWP
+			u64(0x11), u64(0x22), u64(0x33),
+			u64(0x44), u64(0x55), u64(0), u64(0), // cswp.compare, cswp.swap, unused
+			u64(0x20), u64(0x99),
+		),
 	},
 	{
 		name: "MaskedAtomicFADD",
@@ -164,20 +117,11 @@ var codecCases = []codecCase{
 		},
 		decode: func(m Message) (any, error) { return m.MaskedAtomicFADD() },
 		value:  MaskedAtomicFADD{Cookie: 0x11, LocalAddr: 0x22, RemoteAddr: 0x33, Add: 0x44, NocarryMask: 0x55, UserToken: 0x99},
-		image: []byte{
-			0x58, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 88
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x08, 0, 0, 0, // RDS_CMSG_MASKED_ATOMIC_FADD
-			0x11, 0, 0, 0, 0, 0, 0, 0, // cookie
-			0x22, 0, 0, 0, 0, 0, 0, 0, // local_addr
-			0x33, 0, 0, 0, 0, 0, 0, 0, // remote_addr
-			0x44, 0, 0, 0, 0, 0, 0, 0, // m_fadd.add
-			0x55, 0, 0, 0, 0, 0, 0, 0, // m_fadd.nocarry_mask
-			0, 0, 0, 0, 0, 0, 0, 0, // unused
-			0, 0, 0, 0, 0, 0, 0, 0, // unused
-			0, 0, 0, 0, 0, 0, 0, 0, // flags = 0
-			0x99, 0, 0, 0, 0, 0, 0, 0, // user_token
-		},
+		image: image(solRDS, 8, // RDS_CMSG_MASKED_ATOMIC_FADD
+			u64(0x11), u64(0x22), u64(0x33),
+			u64(0x44), u64(0x55), u64(0), u64(0), // m_fadd.add, m_fadd.nocarry_mask, unused
+			u64(0), u64(0x99),
+		),
 	},
 	{
 		name: "MaskedAtomicCSWP",
@@ -186,68 +130,40 @@ var codecCases = []codecCase{
 		},
 		decode: func(m Message) (any, error) { return m.MaskedAtomicCSWP() },
 		value:  MaskedAtomicCSWP{Cookie: 0x11, LocalAddr: 0x22, RemoteAddr: 0x33, Compare: 0x44, Swap: 0x55, CompareMask: 0x66, SwapMask: 0x77, Flags: FlagFence, UserToken: 0x99},
-		image: []byte{
-			0x58, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 88
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x09, 0, 0, 0, // RDS_CMSG_MASKED_ATOMIC_CSWP
-			0x11, 0, 0, 0, 0, 0, 0, 0, // cookie
-			0x22, 0, 0, 0, 0, 0, 0, 0, // local_addr
-			0x33, 0, 0, 0, 0, 0, 0, 0, // remote_addr
-			0x44, 0, 0, 0, 0, 0, 0, 0, // m_cswp.compare
-			0x55, 0, 0, 0, 0, 0, 0, 0, // m_cswp.swap
-			0x66, 0, 0, 0, 0, 0, 0, 0, // m_cswp.compare_mask
-			0x77, 0, 0, 0, 0, 0, 0, 0, // m_cswp.swap_mask
-			0x02, 0, 0, 0, 0, 0, 0, 0, // flags = FENCE
-			0x99, 0, 0, 0, 0, 0, 0, 0, // user_token
-		},
+		image: image(solRDS, 9, // RDS_CMSG_MASKED_ATOMIC_CSWP
+			u64(0x11), u64(0x22), u64(0x33),
+			u64(0x44), u64(0x55), u64(0x66), u64(0x77), // compare, swap, compare_mask, swap_mask
+			u64(0x02), u64(0x99), // flags = FENCE
+		),
 	},
 	{
 		name:   "RxPathLatency",
 		build:  func(b *Builder) { b.RxPathLatency(testRxTrace) },
 		decode: func(m Message) (any, error) { return m.RxPathLatency() },
 		value:  testRxTrace,
-		image: []byte{
-			0x30, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 32 = 48
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x0b, 0, 0, 0, // RDS_CMSG_RXPATH_LATENCY
-			0x02,       // rx_traces = 2
-			0x02, 0x00, // rx_trace_pos = {DELIVERED, HDR_TO_DGRAM_START,
-			0x00,       //  unused}
-			0, 0, 0, 0, // padding before the u64 array
-			0xe8, 0x03, 0, 0, 0, 0, 0, 0, // rx_trace[0] = 1000 ns
-			0x40, 0x42, 0x0f, 0, 0, 0, 0, 0, // rx_trace[1] = 1000000 ns
-			0, 0, 0, 0, 0, 0, 0, 0, // rx_trace[2] unused
-		},
+		image: image(solRDS, 11, // RDS_CMSG_RXPATH_LATENCY
+			u8(2),               // rx_traces
+			u8(2), u8(0), u8(0), // rx_trace_pos = {DELIVERED, HDR_TO_DGRAM_START, unused}
+			u64Gap(4),                       // padding before the u64 array
+			u64(1000), u64(1000000), u64(0), // rx_trace in ns
+		),
 	},
 	{
 		name:   "ZeroCopyCookie",
 		build:  func(b *Builder) { b.ZeroCopyCookie(0xdeadbeef) },
 		decode: func(m Message) (any, error) { return m.ZeroCopyCookie() },
 		value:  uint32(0xdeadbeef),
-		image: []byte{
-			0x14, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 4 = 20
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x0c, 0, 0, 0, // RDS_CMSG_ZCOPY_COOKIE
-			0xef, 0xbe, 0xad, 0xde, // cookie
-			0, 0, 0, 0, // padding to 24
-		},
+		image:  image(solRDS, 12, u32(0xdeadbeef)),
 	},
 	{
 		name:   "ZeroCopyCompletion",
 		build:  func(b *Builder) { b.ZeroCopyCompletion(testZcopy) },
 		decode: func(m Message) (any, error) { return m.ZeroCopyCompletion() },
 		value:  testZcopy,
-		image: []byte{
-			0x34, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 36 = 52
-			0x14, 0x01, 0, 0, // SOL_RDS
-			0x0d, 0, 0, 0, // RDS_CMSG_ZCOPY_COMPLETION
-			0x03, 0, 0, 0, // num = 3
-			0x01, 0, 0, 0, // cookies[0]
-			0x02, 0, 0, 0, // cookies[1]
-			0x00, 0x01, 0, 0, // cookies[2] = 256
-			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // cookies[3..7]
-			0, 0, 0, 0, // padding to 56
-		},
+		image: image(solRDS, 13, // RDS_CMSG_ZCOPY_COMPLETION
+			u32(3), u32(1), u32(2), u32(256), // num, cookies[0..2]
+			u32(0), u32(0), u32(0), u32(0), u32(0), // cookies[3..7]
+		),
 	},
 	{
 		name: "ZeroCopyCompletionFull",
@@ -256,93 +172,51 @@ var codecCases = []codecCase{
 		},
 		decode: func(m Message) (any, error) { return m.ZeroCopyCompletion() },
 		value:  ZeroCopyCookies{N: 8, Cookies: [8]uint32{1, 2, 3, 4, 5, 6, 7, 8}},
-		image: []byte{
-			0x34, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0x0d, 0, 0, 0,
-			0x08, 0, 0, 0, // num = 8
-			1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0,
-			5, 0, 0, 0, 6, 0, 0, 0, 7, 0, 0, 0, 8, 0, 0, 0,
-			0, 0, 0, 0, // padding
-		},
+		image:  image(solRDS, 13, u32(8), u32(1), u32(2), u32(3), u32(4), u32(5), u32(6), u32(7), u32(8)),
 	},
 	{
 		name:   "Timestamp",
 		build:  func(b *Builder) { b.Timestamp(Timeval{Sec: 1700000000, Usec: 123456}) },
 		decode: func(m Message) (any, error) { return m.Timestamp() },
 		value:  Timeval{Sec: 1700000000, Usec: 123456},
-		image: []byte{
-			0x20, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 32
-			0x01, 0, 0, 0, // SOL_SOCKET
-			0x1d, 0, 0, 0, // SO_TIMESTAMP_OLD = 29
-			0x00, 0xf1, 0x53, 0x65, 0, 0, 0, 0, // tv_sec = 1700000000
-			0x40, 0xe2, 0x01, 0, 0, 0, 0, 0, // tv_usec = 123456
-		},
+		image:  image(LevelSocket, 29, clong(1700000000), clong(123456)), // SO_TIMESTAMP_OLD
 	},
 	{
 		name:   "TimestampNew",
 		build:  func(b *Builder) { b.TimestampNew(Timeval{Sec: -1, Usec: 999999}) },
 		decode: func(m Message) (any, error) { return m.Timestamp() },
 		value:  Timeval{Sec: -1, Usec: 999999},
-		image: []byte{
-			0x20, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 32
-			0x01, 0, 0, 0, // SOL_SOCKET
-			0x3f, 0, 0, 0, // SO_TIMESTAMP_NEW = 63
-			0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, // tv_sec = -1
-			0x3f, 0x42, 0x0f, 0, 0, 0, 0, 0, // tv_usec = 999999
-		},
+		image:  image(LevelSocket, 63, i64(-1), i64(999999)), // SO_TIMESTAMP_NEW
 	},
 	{
 		name:   "TimestampNS",
 		build:  func(b *Builder) { b.TimestampNS(Timespec{Sec: 2, Nsec: 500000000}) },
 		decode: func(m Message) (any, error) { return m.TimestampNS() },
 		value:  Timespec{Sec: 2, Nsec: 500000000},
-		image: []byte{
-			0x20, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 32
-			0x01, 0, 0, 0, // SOL_SOCKET
-			0x23, 0, 0, 0, // SO_TIMESTAMPNS_OLD = 35
-			0x02, 0, 0, 0, 0, 0, 0, 0, // tv_sec
-			0x00, 0x65, 0xcd, 0x1d, 0, 0, 0, 0, // tv_nsec = 500000000
-		},
+		image:  image(LevelSocket, 35, clong(2), clong(500000000)), // SO_TIMESTAMPNS_OLD
 	},
 	{
 		name:   "TimestampNSNew",
 		build:  func(b *Builder) { b.TimestampNSNew(Timespec{Sec: 3, Nsec: 1}) },
 		decode: func(m Message) (any, error) { return m.TimestampNS() },
 		value:  Timespec{Sec: 3, Nsec: 1},
-		image: []byte{
-			0x20, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 32
-			0x01, 0, 0, 0, // SOL_SOCKET
-			0x40, 0, 0, 0, // SO_TIMESTAMPNS_NEW = 64
-			0x03, 0, 0, 0, 0, 0, 0, 0, // tv_sec
-			0x01, 0, 0, 0, 0, 0, 0, 0, // tv_nsec
-		},
+		image:  image(LevelSocket, 64, i64(3), i64(1)), // SO_TIMESTAMPNS_NEW
 	},
 	{
 		name:   "Timestamping",
 		build:  func(b *Builder) { b.Timestamping(testTimestamping) },
 		decode: func(m Message) (any, error) { return m.Timestamping() },
 		value:  testTimestamping,
-		image: []byte{
-			0x40, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16 + 48 = 64
-			0x01, 0, 0, 0, // SOL_SOCKET
-			0x25, 0, 0, 0, // SO_TIMESTAMPING_OLD = 37
-			0x0a, 0, 0, 0, 0, 0, 0, 0, 0x0b, 0, 0, 0, 0, 0, 0, 0, // ts[0] software
-			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // ts[1] deprecated
-			0x0c, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0, 0, 0, 0, 0, 0, 0, // ts[2] hardware
-		},
+		image: image(LevelSocket, 37, // SO_TIMESTAMPING_OLD
+			clong(10), clong(11), clong(0), clong(0), clong(12), clong(13)), // software, deprecated, hardware
 	},
 	{
 		name:   "TimestampingNew",
 		build:  func(b *Builder) { b.TimestampingNew(testTimestamping) },
 		decode: func(m Message) (any, error) { return m.Timestamping() },
 		value:  testTimestamping,
-		image: []byte{
-			0x40, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 64
-			0x01, 0, 0, 0, // SOL_SOCKET
-			0x41, 0, 0, 0, // SO_TIMESTAMPING_NEW = 65
-			0x0a, 0, 0, 0, 0, 0, 0, 0, 0x0b, 0, 0, 0, 0, 0, 0, 0,
-			0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-			0x0c, 0, 0, 0, 0, 0, 0, 0, 0x0d, 0, 0, 0, 0, 0, 0, 0,
-		},
+		image: image(LevelSocket, 65, // SO_TIMESTAMPING_NEW
+			i64(10), i64(11), i64(0), i64(0), i64(12), i64(13)),
 	},
 }
 
@@ -372,15 +246,8 @@ var (
 	}
 )
 
-// image returns c.image adjusted for this architecture: the images are
-// written with SOL_SOCKET = 1, which mips64le numbers 0xffff.
-func (c *codecCase) wantImage() []byte {
-	img := bytes.Clone(c.image)
-	if int32(binary.LittleEndian.Uint32(img[8:])) == 1 && LevelSocket != 1 {
-		binary.LittleEndian.PutUint32(img[8:], uint32(LevelSocket))
-	}
-	return img
-}
+// wantImage returns c.image.
+func (c *codecCase) wantImage() []byte { return bytes.Clone(c.image) }
 
 func TestBuild(t *testing.T) {
 	for _, c := range codecCases {
@@ -410,7 +277,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Next: %v", err)
 			}
-			if got := Len(len(m.Data)); got != int(binary.LittleEndian.Uint64(img)) {
+			if got := Len(len(m.Data)); uint64(got) != cmsgLen(img) {
 				t.Errorf("data length %d does not match cmsg_len", len(m.Data))
 			}
 			v, err := c.decode(m)
@@ -432,7 +299,7 @@ func TestParse(t *testing.T) {
 func TestParseMissingPadding(t *testing.T) {
 	for _, c := range codecCases {
 		img := c.wantImage()
-		n := int(binary.LittleEndian.Uint64(img))
+		n := int(cmsgLen(img))
 		if n == len(img) {
 			continue
 		}
@@ -487,34 +354,49 @@ func TestBuildAll(t *testing.T) {
 	}
 }
 
+// TestSpaceConstants checks the sizes against the C rules of this ABI
+// (image_test.go); the literals in comments are those of 64-bit ABIs.
 func TestSpaceConstants(t *testing.T) {
+	hl := wordSize + 8 // sizeof(struct cmsghdr): 16
+	sp := func(n int) int { return hl + (n+wordSize-1)/wordSize*wordSize }
+	statusLen := 12 + (u64Align-12%u64Align)%u64Align // rds_rdma_notify: 16 (12 on 386)
+	traceLen := 4 + (u64Align-4)%u64Align + 24        // rds_cmsg_rx_trace: 32 (28 on 386)
 	for _, c := range []struct {
 		name      string
 		got, want int
 	}{
-		{"HeaderLen", HeaderLen, 16},
-		{"Space(0)", Space(0), 16},
-		{"Space(1)", Space(1), 24},
-		{"Space(8)", Space(8), 24},
-		{"Len(4)", Len(4), 20},
-		{"RDMAArgsSpace", RDMAArgsSpace, 72},
-		{"RDMADestSpace", RDMADestSpace, 24},
-		{"RDMAMapSpace", RDMAMapSpace, 48},
-		{"RDMAStatusSpace", RDMAStatusSpace, 32},
-		{"CongUpdateSpace", CongUpdateSpace, 24},
-		{"AtomicSpace", AtomicSpace, 88},
-		{"RxPathLatencySpace", RxPathLatencySpace, 48},
-		{"ZeroCopyCookieSpace", ZeroCopyCookieSpace, 24},
-		{"ZeroCopyCompletionSpace", ZeroCopyCompletionSpace, 56},
-		{"TimevalSpace", TimevalSpace, 32},
-		{"TimespecSpace", TimespecSpace, 32},
-		{"TimestampingSpace", TimestampingSpace, 64},
-		{"MaxReceiveSpace", MaxReceiveSpace, 24 + 32 + 48 + 56},
+		{"HeaderLen", HeaderLen, hl},
+		{"Alignment", Alignment, wordSize},
+		{"Space(0)", Space(0), hl},
+		{"Space(1)", Space(1), hl + wordSize},
+		{"Space(8)", Space(8), hl + 8},
+		{"Len(4)", Len(4), hl + 4},
+		{"RDMAStatusLen", RDMAStatusLen, statusLen},
+		{"RxPathLatencyLen", RxPathLatencyLen, traceLen},
+		{"RDMAArgsSpace", RDMAArgsSpace, sp(56)},                                     // 72
+		{"RDMADestSpace", RDMADestSpace, sp(8)},                                      // 24
+		{"RDMAMapSpace", RDMAMapSpace, sp(32)},                                       // 48
+		{"RDMAStatusSpace", RDMAStatusSpace, sp(statusLen)},                          // 32
+		{"CongUpdateSpace", CongUpdateSpace, sp(8)},                                  // 24
+		{"AtomicSpace", AtomicSpace, sp(72)},                                         // 88
+		{"RxPathLatencySpace", RxPathLatencySpace, sp(traceLen)},                     // 48
+		{"ZeroCopyCookieSpace", ZeroCopyCookieSpace, sp(4)},                          // 24
+		{"ZeroCopyCompletionSpace", ZeroCopyCompletionSpace, sp(36)},                 // 56
+		{"TimevalSpace", TimevalSpace, sp(16)},                                       // 32
+		{"TimespecSpace", TimespecSpace, sp(16)},                                     // 32
+		{"TimestampingSpace", TimestampingSpace, sp(48)},                             // 64
+		{"MaxReceiveSpace", MaxReceiveSpace, sp(8) + sp(16) + sp(traceLen) + sp(36)}, // 160
 		{"Space(RDMAArgsLen)", Space(RDMAArgsLen), RDMAArgsSpace},
 		{"Space(ZeroCopyCompletionLen)", Space(ZeroCopyCompletionLen), ZeroCopyCompletionSpace},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if wordSize == 8 && u64Align == 8 {
+		// 64-bit ABIs: the numbers written out.
+		if RDMAArgsSpace != 72 || RDMAStatusSpace != 32 || RxPathLatencySpace != 48 || MaxReceiveSpace != 160 {
+			t.Errorf("64-bit spaces %d %d %d %d, want 72 32 48 160", RDMAArgsSpace, RDMAStatusSpace, RxPathLatencySpace, MaxReceiveSpace)
 		}
 	}
 }
@@ -588,15 +470,8 @@ func TestAppendRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte{
-		0x13, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 19
-		0x14, 0x01, 0, 0, // SOL_RDS
-		0x63, 0, 0, 0, // type 99
-		1, 2, 3, 0, 0, 0, 0, 0, // data, padding to 24
-		0x10, 0, 0, 0, 0, 0, 0, 0, // cmsg_len = 16, no data
-		0x07, 0, 0, 0, // level 7
-		0x08, 0, 0, 0, // type 8
-	}
+	want := append(image(solRDS, 99, u8(1), u8(2), u8(3)), // padded to a word
+		hdr(uint64(wordSize+8), 7, 8)...) // no data
 	if !bytes.Equal(got, want) {
 		t.Errorf("got  %x\nwant %x", got, want)
 	}
@@ -626,7 +501,7 @@ func TestBuilderAppendsAfterContents(t *testing.T) {
 	b := NewBuilder([]byte{0xee})
 	b.CongUpdate(1)
 	got, _ := b.Finish()
-	if len(got) != 1+CongUpdateSpace || got[0] != 0xee || got[1] != 0x18 {
+	if len(got) != 1+CongUpdateSpace || got[0] != 0xee || !bytes.Equal(got[1:], image(solRDS, 5, u64(1))) {
 		t.Errorf("got %x", got)
 	}
 	if b.Len() != len(got) {
@@ -668,5 +543,38 @@ func TestBuilderStickyError(t *testing.T) {
 				t.Errorf("Reset kept the error")
 			}
 		})
+	}
+}
+
+// TestOldTimestampRange checks that the _OLD forms, whose fields are C
+// longs, refuse values a 32-bit long cannot hold, and that the _NEW forms
+// and 64-bit ABIs take them.
+func TestOldTimestampRange(t *testing.T) {
+	const big = 1 << 40
+	for _, c := range []struct {
+		name  string
+		build func(*Builder)
+		old   bool
+	}{
+		{"Timestamp", func(b *Builder) { b.Timestamp(Timeval{Sec: big}) }, true},
+		{"TimestampNS", func(b *Builder) { b.TimestampNS(Timespec{Nsec: -big}) }, true},
+		{"Timestamping", func(b *Builder) { b.Timestamping(Timestamping{Hardware: Timespec{Sec: big}}) }, true},
+		{"TimestampNew", func(b *Builder) { b.TimestampNew(Timeval{Sec: big}) }, false},
+		{"TimestampNSNew", func(b *Builder) { b.TimestampNSNew(Timespec{Nsec: -big}) }, false},
+		{"TimestampingNew", func(b *Builder) { b.TimestampingNew(Timestamping{Hardware: Timespec{Sec: big}}) }, false},
+	} {
+		var b Builder
+		b.CongUpdate(1)
+		c.build(&b)
+		buf, err := b.Finish()
+		if c.old && wordSize == 4 {
+			if !errors.Is(err, ErrInvalid) || len(buf) != CongUpdateSpace {
+				t.Errorf("%s: %d bytes, error %v; want ErrInvalid and the first message only", c.name, len(buf), err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 }

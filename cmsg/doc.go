@@ -12,11 +12,15 @@
 // Go values. Every message type has both an encoder and a decoder, so
 // tests and fakes can produce what the kernel would send.
 //
-// The wire layout is that of 64-bit Linux: a 16-byte header (cmsg_len as
-// a uint64 counting the header, cmsg_level, cmsg_type), the data, and
-// padding to a multiple of 8 bytes; integers are little-endian. The
-// package therefore builds for linux on amd64, arm64, ppc64le, riscv64,
-// loong64 and mips64le only; elsewhere it is empty.
+// The layout is the kernel's on the architecture the program is built
+// for: a header of cmsg_len (a size_t counting the header), cmsg_level and
+// cmsg_type ([HeaderLen]: 16 bytes on 64-bit ABIs, 12 on 32-bit ones), the
+// data, and padding to a multiple of sizeof(long) ([Alignment]); integers
+// are in host byte order. The package builds for linux on every
+// architecture Go supports, little- and big-endian, 32- and 64-bit; the
+// struct layouts come from package internal/rdsabi. On i386 two structs
+// are smaller (RDMA_STATUS: 12 bytes, RXPATH_LATENCY: 28), and on 32-bit
+// ABIs the SCM_TIMESTAMP family's _OLD forms carry 32-bit fields.
 //
 // # Messages
 //

@@ -2,7 +2,7 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
@@ -26,8 +26,10 @@ var (
 	// ErrWrongType: a decoder was applied to a message of another level
 	// or type.
 	ErrWrongType = errors.New("cmsg: message has a different level or type")
-	// ErrInvalid: a count field is out of range (more than
-	// MaxZeroCopyCookies cookies or MaxTracePoints trace points).
+	// ErrInvalid: a field value is out of range: more than
+	// MaxZeroCopyCookies cookies or MaxTracePoints trace points, or, on
+	// 32-bit ABIs, a time that the 32-bit fields of an _OLD timestamp
+	// (Builder.Timestamp, TimestampNS, Timestamping) cannot hold.
 	ErrInvalid = errors.New("cmsg: field value out of range")
 )
 

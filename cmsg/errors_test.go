@@ -2,22 +2,24 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
 )
 
 func TestParseErrors(t *testing.T) {
-	okCong := []byte{
-		0x18, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0x05, 0, 0, 0,
-		1, 0, 0, 0, 0, 0, 0, 0,
-	}
+	hl := wordSize + 8                 // sizeof(struct cmsghdr)
+	okCong := image(solRDS, 5, u64(1)) // one good message
+	huge := hdr(0, solRDS, 5)          // cmsg_len all ones
+	copy(huge, bytes.Repeat([]byte{0xff}, wordSize))
 	for _, c := range []struct {
 		name    string
 		buf     []byte
@@ -28,39 +30,39 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{
 			name: "short header",
-			buf:  []byte{0x10, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0}, // 12 bytes
-			want: ErrShortHeader, wantLen: 12,
+			buf:  hdr(uint64(hl), solRDS, 5)[:hl-1],
+			want: ErrShortHeader, wantLen: hl - 1,
 		},
 		{
 			name: "short header after a message",
-			buf:  append(append([]byte{}, okCong...), 0x10, 0, 0),
-			good: 1, want: ErrShortHeader, offset: 24, wantLen: 3,
+			buf:  append(bytes.Clone(okCong), 0x10, 0, 0),
+			good: 1, want: ErrShortHeader, offset: len(okCong), wantLen: 3,
 		},
 		{
 			name: "cmsg_len zero",
-			buf:  []byte{0, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0x05, 0, 0, 0},
+			buf:  hdr(0, solRDS, 5),
 			want: ErrHeaderLen, wantLen: 0,
 		},
 		{
-			name: "cmsg_len 15",
-			buf:  []byte{0x0f, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0x05, 0, 0, 0},
-			want: ErrHeaderLen, wantLen: 15,
+			name: "cmsg_len one short of the header",
+			buf:  hdr(uint64(hl-1), solRDS, 5),
+			want: ErrHeaderLen, wantLen: hl - 1,
 		},
 		{
 			name: "cmsg_len past buffer",
-			buf:  []byte{0x19, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0x05, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8},
-			want: ErrOverrun, wantLen: 25,
+			buf:  append(hdr(uint64(hl+9), solRDS, 5), 1, 2, 3, 4, 5, 6, 7, 8),
+			want: ErrOverrun, wantLen: hl + 9,
 		},
 		{
 			name: "cmsg_len huge",
-			buf:  []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x14, 0x01, 0, 0, 0x05, 0, 0, 0},
-			want: ErrOverrun, wantLen: 1 << 31,
+			buf:  huge,
+			want: ErrOverrun, wantLen: math.MaxInt32,
 		},
 		{
 			name: "second message past buffer",
-			buf: append(append([]byte{}, okCong...),
-				0x20, 0, 0, 0, 0, 0, 0, 0, 0x14, 0x01, 0, 0, 0x04, 0, 0, 0, 1, 2, 3, 4),
-			good: 1, want: ErrOverrun, offset: 24, wantLen: 32,
+			buf: append(append(bytes.Clone(okCong), hdr(uint64(hl+16), solRDS, 4)...),
+				1, 2, 3, 4),
+			good: 1, want: ErrOverrun, offset: len(okCong), wantLen: hl + 16,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -122,7 +124,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"RDMADest short", func() error { _, err := rds(TypeRDMADest, 4).RDMADest(); return err }, ErrDataLen},
 		{"RDMADest wrong level", func() error { _, err := sock(TypeRDMADest, 8).RDMADest(); return err }, ErrWrongType},
 		{"RDMAMap short", func() error { _, err := rds(TypeRDMAMap, 0).RDMAMap(); return err }, ErrDataLen},
-		{"RDMAStatus truncated (MSG_CTRUNC)", func() error { _, err := rds(TypeRDMAStatus, 12).RDMAStatus(); return err }, ErrDataLen},
+		{"RDMAStatus truncated (MSG_CTRUNC)", func() error { _, err := rds(TypeRDMAStatus, RDMAStatusLen-4).RDMAStatus(); return err }, ErrDataLen},
 		{"RDMAStatus wrong type", func() error { _, err := rds(TypeCongUpdate, 16).RDMAStatus(); return err }, ErrWrongType},
 		{"CongUpdate short", func() error { _, err := rds(TypeCongUpdate, 7).CongUpdate(); return err }, ErrDataLen},
 		{"AtomicFADD short", func() error { _, err := rds(TypeAtomicFADD, 64).AtomicFADD(); return err }, ErrDataLen},
@@ -130,7 +132,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"MaskedAtomicFADD as FADD", func() error { _, err := rds(TypeMaskedAtomicFADD, 72).AtomicFADD(); return err }, ErrWrongType},
 		{"MaskedAtomicCSWP long", func() error { _, err := rds(TypeMaskedAtomicCSWP, 80).MaskedAtomicCSWP(); return err }, ErrDataLen},
 		{"MaskedAtomicFADD wrong type", func() error { _, err := rds(TypeAtomicCSWP, 72).MaskedAtomicFADD(); return err }, ErrWrongType},
-		{"RxPathLatency short", func() error { _, err := rds(TypeRxPathLatency, 28).RxPathLatency(); return err }, ErrDataLen},
+		{"RxPathLatency short", func() error { _, err := rds(TypeRxPathLatency, RxPathLatencyLen-4).RxPathLatency(); return err }, ErrDataLen},
 		{"RxPathLatency count 4", func() error { _, err := tr.RxPathLatency(); return err }, ErrInvalid},
 		{"ZeroCopyCookie long", func() error { _, err := rds(TypeZeroCopyCookie, 8).ZeroCopyCookie(); return err }, ErrDataLen},
 		{"ZeroCopyCompletion short", func() error {
@@ -138,7 +140,7 @@ func TestDecodeErrors(t *testing.T) {
 			return err
 		}, ErrDataLen},
 		{"ZeroCopyCompletion num 9", func() error { _, err := zc.ZeroCopyCompletion(); return err }, ErrInvalid},
-		{"Timestamp short", func() error { _, err := sock(TypeTimestamp, 8).Timestamp(); return err }, ErrDataLen},
+		{"Timestamp short", func() error { _, err := sock(TypeTimestamp, 2*wordSize-1).Timestamp(); return err }, ErrDataLen},
 		{"Timestamp at SOL_RDS", func() error { _, err := rds(TypeTimestamp, 16).Timestamp(); return err }, ErrWrongType},
 		{"Timestamp as NS", func() error { _, err := sock(TypeTimestamp, 16).TimestampNS(); return err }, ErrWrongType},
 		{"TimestampNS short", func() error { _, err := sock(TypeTimestampNSNew, 15).TimestampNS(); return err }, ErrDataLen},

@@ -2,13 +2,12 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"reflect"
@@ -72,7 +71,7 @@ func FuzzParse(f *testing.F) {
 				return
 			}
 			// Data must be exactly the bytes cmsg_len covers.
-			n := int(binary.LittleEndian.Uint64(buf[off:]))
+			n := int(cmsgLen(buf[off:]))
 			if len(m.Data) != n-HeaderLen || cap(m.Data) != len(m.Data) {
 				t.Fatalf("data len %d cap %d for cmsg_len %d", len(m.Data), cap(m.Data), n)
 			}
@@ -164,13 +163,32 @@ func valueFor(i int, w [6]uint64, s int32, n uint8) any {
 			z.Cookies[j] = uint32(w[j%6] >> (j % 3 * 8))
 		}
 		return z
-	case TypeTimestamp, TypeTimestampNew:
+	case TypeTimestampNew:
 		return Timeval{Sec: int64(w[1]), Usec: int64(w[2])}
-	case TypeTimestampNS, TypeTimestampNSNew:
+	case TypeTimestamp:
+		return Timeval{Sec: longValue(w[1]), Usec: longValue(w[2])}
+	case TypeTimestampNSNew:
 		return Timespec{Sec: int64(w[3]), Nsec: int64(w[4])}
-	default: // timestamping
+	case TypeTimestampNS:
+		return Timespec{Sec: longValue(w[3]), Nsec: longValue(w[4])}
+	case TypeTimestampingNew:
 		return Timestamping{Software: Timespec{int64(w[0]), int64(w[1])}, Deprecated: Timespec{int64(w[2]), int64(w[3])}, Hardware: Timespec{int64(w[4]), int64(w[5])}}
+	default: // TypeTimestamping
+		return Timestamping{
+			Software:   Timespec{longValue(w[0]), longValue(w[1])},
+			Deprecated: Timespec{longValue(w[2]), longValue(w[3])},
+			Hardware:   Timespec{longValue(w[4]), longValue(w[5])},
+		}
 	}
+}
+
+// longValue derives from w a value that fits a C long, the fields of the
+// _OLD timestamp forms (32 bits on 32-bit ABIs).
+func longValue(w uint64) int64 {
+	if wordSize == 4 {
+		return int64(int32(w))
+	}
+	return int64(w)
 }
 
 func FuzzRoundTrip(f *testing.F) {

@@ -2,11 +2,14 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package cmsg
 
-import "io"
+import (
+	"io"
+	"math"
+)
 
 // A Message is one control message. Data aliases the parsed buffer; it is
 // valid until the buffer is reused.
@@ -55,9 +58,9 @@ func (p *Parser) Next() (Message, error) {
 	if len(rest) < HeaderLen {
 		return Message{}, p.fail(ErrShortHeader, 0, 0, len(rest))
 	}
-	n := le.Uint64(rest[0:])
-	level := int32(le.Uint32(rest[8:]))
-	typ := int32(le.Uint32(rest[12:]))
+	n := hdrLen(rest)
+	level := int32(ne.Uint32(rest[offLevel:]))
+	typ := int32(ne.Uint32(rest[offType:]))
 	if n < HeaderLen {
 		return Message{}, p.fail(ErrHeaderLen, level, typ, clampLen(n))
 	}
@@ -74,12 +77,9 @@ func (p *Parser) fail(err error, level, typ int32, n int) error {
 	return p.err
 }
 
-// clampLen converts a cmsg_len for error reports.
+// clampLen converts a cmsg_len for error reports, capped at MaxInt32.
 func clampLen(n uint64) int {
-	if n > 1<<31 {
-		return 1 << 31
-	}
-	return int(n)
+	return int(min(n, math.MaxInt32))
 }
 
 // check verifies m's level, type and data length for a decoder.
@@ -97,7 +97,9 @@ func (m Message) checkLen(n int) error {
 	return nil
 }
 
-func iovec(d []byte) IOVec { return IOVec{Addr: le.Uint64(d[0:]), Bytes: le.Uint64(d[8:])} }
+func iovec(d []byte) IOVec {
+	return IOVec{Addr: ne.Uint64(d[offIovecAddr:]), Bytes: ne.Uint64(d[offIovecBytes:])}
+}
 
 // RDMAArgs decodes RDS_CMSG_RDMA_ARGS.
 func (m Message) RDMAArgs() (RDMAArgs, error) {
@@ -106,12 +108,12 @@ func (m Message) RDMAArgs() (RDMAArgs, error) {
 	}
 	d := m.Data
 	return RDMAArgs{
-		Cookie:       Cookie(le.Uint64(d[0:])),
-		Remote:       iovec(d[8:]),
-		LocalVecAddr: le.Uint64(d[24:]),
-		NumLocal:     le.Uint64(d[32:]),
-		Flags:        Flags(le.Uint64(d[40:])),
-		UserToken:    le.Uint64(d[48:]),
+		Cookie:       Cookie(ne.Uint64(d[offRDMACookie:])),
+		Remote:       iovec(d[offRDMARemote:]),
+		LocalVecAddr: ne.Uint64(d[offRDMALocalVec:]),
+		NumLocal:     ne.Uint64(d[offRDMANrLocal:]),
+		Flags:        Flags(ne.Uint64(d[offRDMAFlags:])),
+		UserToken:    ne.Uint64(d[offRDMAUserToken:]),
 	}, nil
 }
 
@@ -120,7 +122,7 @@ func (m Message) RDMADest() (Cookie, error) {
 	if err := m.check(LevelRDS, TypeRDMADest, RDMADestLen); err != nil {
 		return 0, err
 	}
-	return Cookie(le.Uint64(m.Data)), nil
+	return Cookie(ne.Uint64(m.Data)), nil
 }
 
 // RDMAMap decodes RDS_CMSG_RDMA_MAP.
@@ -130,9 +132,9 @@ func (m Message) RDMAMap() (MapArgs, error) {
 	}
 	d := m.Data
 	return MapArgs{
-		Vec:        iovec(d[0:]),
-		CookieAddr: le.Uint64(d[16:]),
-		Flags:      Flags(le.Uint64(d[24:])),
+		Vec:        iovec(d[offMapVec:]),
+		CookieAddr: ne.Uint64(d[offMapCookieAddr:]),
+		Flags:      Flags(ne.Uint64(d[offMapFlags:])),
 	}, nil
 }
 
@@ -142,8 +144,8 @@ func (m Message) RDMAStatus() (Notify, error) {
 		return Notify{}, err
 	}
 	return Notify{
-		UserToken: le.Uint64(m.Data[0:]),
-		Status:    Status(int32(le.Uint32(m.Data[8:]))),
+		UserToken: ne.Uint64(m.Data[offNotifyUserToken:]),
+		Status:    Status(int32(ne.Uint32(m.Data[offNotifyStatus:]))),
 	}, nil
 }
 
@@ -153,7 +155,7 @@ func (m Message) CongUpdate() (uint64, error) {
 	if err := m.check(LevelRDS, TypeCongUpdate, CongUpdateLen); err != nil {
 		return 0, err
 	}
-	return le.Uint64(m.Data), nil
+	return ne.Uint64(m.Data), nil
 }
 
 // atomic decodes struct rds_atomic_args of the given type.
@@ -162,14 +164,14 @@ func (m Message) atomic(typ int32) (c Cookie, local, remote uint64, w [4]uint64,
 		return
 	}
 	d := m.Data
-	c = Cookie(le.Uint64(d[0:]))
-	local = le.Uint64(d[8:])
-	remote = le.Uint64(d[16:])
+	c = Cookie(ne.Uint64(d[offAtomicCookie:]))
+	local = ne.Uint64(d[offAtomicLocal:])
+	remote = ne.Uint64(d[offAtomicRemote:])
 	for i := range w {
-		w[i] = le.Uint64(d[24+8*i:])
+		w[i] = ne.Uint64(d[offAtomicUnion+8*i:])
 	}
-	f = Flags(le.Uint64(d[56:]))
-	token = le.Uint64(d[64:])
+	f = Flags(ne.Uint64(d[offAtomicFlags:]))
+	token = ne.Uint64(d[offAtomicUserToken:])
 	return
 }
 
@@ -208,13 +210,13 @@ func (m Message) RxPathLatency() (RxTrace, error) {
 		return RxTrace{}, err
 	}
 	d := m.Data
-	t := RxTrace{Count: d[0]}
+	t := RxTrace{Count: d[offTraceCount]}
 	if t.Count > MaxTracePoints {
 		return RxTrace{}, &Error{Err: ErrInvalid, Offset: -1, Level: m.Level, Type: m.Type, Len: int(t.Count)}
 	}
 	for i := range t.Points {
-		t.Points[i] = TracePoint(d[1+i])
-		t.Latency[i] = le.Uint64(d[8+8*i:])
+		t.Points[i] = TracePoint(d[offTracePoints+i])
+		t.Latency[i] = ne.Uint64(d[offTraceLatency+8*i:])
 	}
 	return t, nil
 }
@@ -224,7 +226,7 @@ func (m Message) ZeroCopyCookie() (uint32, error) {
 	if err := m.check(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); err != nil {
 		return 0, err
 	}
-	return le.Uint32(m.Data), nil
+	return ne.Uint32(m.Data), nil
 }
 
 // ZeroCopyCompletion decodes RDS_CMSG_ZCOPY_COMPLETION. All eight cookie
@@ -234,52 +236,69 @@ func (m Message) ZeroCopyCompletion() (ZeroCopyCookies, error) {
 	if err := m.check(LevelRDS, TypeZeroCopyCompletion, ZeroCopyCompletionLen); err != nil {
 		return ZeroCopyCookies{}, err
 	}
-	num := le.Uint32(m.Data[0:])
+	num := ne.Uint32(m.Data[offZcopyNum:])
 	if num > MaxZeroCopyCookies {
 		return ZeroCopyCookies{}, &Error{Err: ErrInvalid, Offset: -1, Level: m.Level, Type: m.Type, Len: clampLen(uint64(num))}
 	}
 	z := ZeroCopyCookies{N: int(num)}
 	for i := range z.Cookies {
-		z.Cookies[i] = le.Uint32(m.Data[4+4*i:])
+		z.Cookies[i] = ne.Uint32(m.Data[offZcopyCookies+4*i:])
 	}
 	return z, nil
 }
 
-func (m Message) checkSocket(oldType, newType int32, n int) error {
-	if m.Level != LevelSocket || (m.Type != oldType && m.Type != newType) {
-		return &Error{Err: ErrWrongType, Offset: -1, Level: m.Level, Type: m.Type, Len: len(m.Data)}
+// checkSocket verifies a SOL_SOCKET timestamp of either form and reports
+// whether it is the _NEW one.
+func (m Message) checkSocket(oldType, oldLen, newType, newLen int32) (wide bool, err error) {
+	switch {
+	case m.Level != LevelSocket || (m.Type != oldType && m.Type != newType):
+		return false, &Error{Err: ErrWrongType, Offset: -1, Level: m.Level, Type: m.Type, Len: len(m.Data)}
+	case m.Type == newType:
+		return true, m.checkLen(int(newLen))
 	}
-	return m.checkLen(n)
+	return false, m.checkLen(int(oldLen))
 }
 
-func timespec(d []byte) Timespec {
-	return Timespec{Sec: int64(le.Uint64(d[0:])), Nsec: int64(le.Uint64(d[8:]))}
+// timespec decodes a __kernel_timespec (wide) or a timespec of two longs.
+func timespec(d []byte, wide bool) Timespec {
+	if wide {
+		return Timespec{Sec: int64(ne.Uint64(d[0:])), Nsec: int64(ne.Uint64(d[8:]))}
+	}
+	return Timespec{Sec: long(d[0:]), Nsec: long(d[Alignment:])}
 }
 
 // Timestamp decodes SCM_TIMESTAMP or SO_TIMESTAMP_NEW.
 func (m Message) Timestamp() (Timeval, error) {
-	if err := m.checkSocket(TypeTimestamp, TypeTimestampNew, TimevalLen); err != nil {
+	wide, err := m.checkSocket(TypeTimestamp, oldTimevalLen, TypeTimestampNew, TimevalLen)
+	if err != nil {
 		return Timeval{}, err
 	}
-	return Timeval{Sec: int64(le.Uint64(m.Data[0:])), Usec: int64(le.Uint64(m.Data[8:]))}, nil
+	t := timespec(m.Data, wide) // a timeval has the layout of a timespec
+	return Timeval{Sec: t.Sec, Usec: t.Nsec}, nil
 }
 
 // TimestampNS decodes SCM_TIMESTAMPNS or SO_TIMESTAMPNS_NEW.
 func (m Message) TimestampNS() (Timespec, error) {
-	if err := m.checkSocket(TypeTimestampNS, TypeTimestampNSNew, TimespecLen); err != nil {
+	wide, err := m.checkSocket(TypeTimestampNS, oldTimespecLen, TypeTimestampNSNew, TimespecLen)
+	if err != nil {
 		return Timespec{}, err
 	}
-	return timespec(m.Data), nil
+	return timespec(m.Data, wide), nil
 }
 
 // Timestamping decodes SCM_TIMESTAMPING or SO_TIMESTAMPING_NEW.
 func (m Message) Timestamping() (Timestamping, error) {
-	if err := m.checkSocket(TypeTimestamping, TypeTimestampingNew, TimestampingLen); err != nil {
+	wide, err := m.checkSocket(TypeTimestamping, oldTimestampingLen, TypeTimestampingNew, TimestampingLen)
+	if err != nil {
 		return Timestamping{}, err
 	}
+	n := oldTimespecLen
+	if wide {
+		n = TimespecLen
+	}
 	return Timestamping{
-		Software:   timespec(m.Data[0:]),
-		Deprecated: timespec(m.Data[16:]),
-		Hardware:   timespec(m.Data[32:]),
+		Software:   timespec(m.Data[0:], wide),
+		Deprecated: timespec(m.Data[n:], wide),
+		Hardware:   timespec(m.Data[2*n:], wide),
 	}, nil
 }

@@ -2,8 +2,7 @@
 // RDMA READ and WRITE with immediate data, atomics, and a pool of
 // pre-registered buffers. Completion tracking is package barrier's.
 //
-// It builds on Linux on the 64-bit architectures package cmsg supports; the
-// socket must use the InfiniBand transport (rds_rdma, including RoCE and
+// It builds on Linux on every architecture Go supports; the socket must use the InfiniBand transport (rds_rdma, including RoCE and
 // Soft-RoCE): on TCP and loopback every RDMA control message fails with
 // EOPNOTSUPP.
 //

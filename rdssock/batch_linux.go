@@ -13,10 +13,11 @@ import (
 )
 
 // mmsghdr is struct mmsghdr: a msghdr and the length the kernel reports.
+// Go pads it to the msghdr's alignment as C does: 64 bytes on 64-bit
+// ABIs, 32 on 32-bit ones (an explicit tail pad would break the latter).
 type mmsghdr struct {
 	hdr unix.Msghdr
 	len uint32
-	_   [4]byte
 }
 
 // batchOp is the state of one recvmmsg or sendmmsg call, pooled like

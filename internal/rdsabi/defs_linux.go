@@ -260,15 +260,30 @@ SAME_SIZE(goRxTraceOption, rds_rx_trace_so);
 SAME_OFF(goRxTraceOption, RxTraces, rds_rx_trace_so, rx_traces);
 SAME_OFF(goRxTraceOption, RxTracePos, rds_rx_trace_so, rx_trace_pos);
 
+// rx_trace is the only __u64 in these structs that C places after a gap:
+// at offset 8 where __u64 is aligned to 8 (every 64-bit ABI, and arm EABI
+// and mips o32 among the 32-bit ones), at offset 4 on i386. Go aligns
+// uint64 to 4 on all its 32-bit ports, so the gap is spelled out as a field
+// for godefs to copy; without it Go on arm and mips would put RxTrace at 4.
+// The last assertion checks that no implicit padding is left.
 struct goCmsgRxTrace {
 	__u8	RxTraces;
 	__u8	RxTracePos[RDS_MSG_RX_DGRAM_TRACE_MAX];
+#if !defined(__i386__)
+	__u8	Pad[4];
+#endif
 	__u64	RxTrace[RDS_MSG_RX_DGRAM_TRACE_MAX];
 };
 SAME_SIZE(goCmsgRxTrace, rds_cmsg_rx_trace);
 SAME_OFF(goCmsgRxTrace, RxTraces, rds_cmsg_rx_trace, rx_traces);
 SAME_OFF(goCmsgRxTrace, RxTracePos, rds_cmsg_rx_trace, rx_trace_pos);
 SAME_OFF(goCmsgRxTrace, RxTrace, rds_cmsg_rx_trace, rx_trace);
+_Static_assert(offsetof(struct goCmsgRxTrace, RxTrace) ==
+	offsetof(struct goCmsgRxTrace, RxTracePos) + RDS_MSG_RX_DGRAM_TRACE_MAX
+#if !defined(__i386__)
+	+ 4
+#endif
+	, "goCmsgRxTrace has implicit padding");
 
 struct goIovec {
 	__u64	Addr;

@@ -2,19 +2,33 @@
 // Use of this source code is governed by a BSD-style license that can be
 // found in the LICENSE file.
 
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package rdsabi
 
 import (
+	"runtime"
 	"testing"
 	"unsafe"
 )
 
 // The expected values below were derived by hand from <linux/rds.h>:
 // packed structs are the running sum of their field sizes; the others
-// follow the 64-bit C rules (u64 aligned to 8, u32 to 4, struct size a
-// multiple of the largest alignment).
+// follow the C rules (u32 aligned to 4, struct size a multiple of the
+// largest alignment) with u64 aligned to 8 on every Linux ABI Go supports
+// except i386, which aligns it to 4 (u64Align).
+
+// u64Align is the alignment C gives __u64 on this ABI.
+var u64Align uintptr = 8
+
+func init() {
+	if runtime.GOARCH == "386" {
+		u64Align = 4
+	}
+}
+
+// alignUp rounds n up to a multiple of a.
+func alignUp(n, a uintptr) uintptr { return (n + a - 1) &^ (a - 1) }
 
 type layoutCase struct {
 	name      string
@@ -200,12 +214,13 @@ func TestLayoutRDMA(t *testing.T) {
 		{"RxTraceOption.RxTraces", unsafe.Offsetof(so.RxTraces), 0},
 		{"RxTraceOption.RxTracePos", unsafe.Offsetof(so.RxTracePos), 1},
 
-		// rds_cmsg_rx_trace: u8 u8[3], pad to 8, u64[3] = 32
-		{"sizeof(CmsgRxTrace)", unsafe.Sizeof(tr), 32},
-		{"SizeofCmsgRxTrace", SizeofCmsgRxTrace, 32},
+		// rds_cmsg_rx_trace: u8 u8[3], pad to the u64 alignment, u64[3]:
+		// 32 bytes, 28 on i386
+		{"sizeof(CmsgRxTrace)", unsafe.Sizeof(tr), alignUp(4, u64Align) + 24},
+		{"SizeofCmsgRxTrace", SizeofCmsgRxTrace, alignUp(4, u64Align) + 24},
 		{"CmsgRxTrace.RxTraces", unsafe.Offsetof(tr.RxTraces), 0},
 		{"CmsgRxTrace.RxTracePos", unsafe.Offsetof(tr.RxTracePos), 1},
-		{"CmsgRxTrace.RxTrace", unsafe.Offsetof(tr.RxTrace), 8},
+		{"CmsgRxTrace.RxTrace", unsafe.Offsetof(tr.RxTrace), alignUp(4, u64Align)},
 
 		// rds_iovec: u64 u64 = 16
 		{"sizeof(Iovec)", unsafe.Sizeof(iov), 16},
@@ -256,9 +271,10 @@ func TestLayoutRDMA(t *testing.T) {
 		{"AtomicArgs.Flags", unsafe.Offsetof(aa.Flags), 56},
 		{"AtomicArgs.UserToken", unsafe.Offsetof(aa.UserToken), 64},
 
-		// rds_rdma_notify: u64 s32, tail padding 4 = 16
-		{"sizeof(RDMANotify)", unsafe.Sizeof(nt), 16},
-		{"SizeofRDMANotify", SizeofRDMANotify, 16},
+		// rds_rdma_notify: u64 s32, tail padding to the u64 alignment:
+		// 16 bytes, 12 on i386
+		{"sizeof(RDMANotify)", unsafe.Sizeof(nt), alignUp(12, u64Align)},
+		{"SizeofRDMANotify", SizeofRDMANotify, alignUp(12, u64Align)},
 		{"RDMANotify.UserToken", unsafe.Offsetof(nt.UserToken), 0},
 		{"RDMANotify.Status", unsafe.Offsetof(nt.Status), 8},
 
