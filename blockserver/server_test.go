@@ -1,4 +1,4 @@
-//go:build linux && (amd64 || arm64 || ppc64le || riscv64 || loong64 || mips64le)
+//go:build linux
 
 package blockserver
 
