@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command blockserver runs either side of package blockserver over RDS
 // RDMA (the IB transport, for example Soft-RoCE).
 //

@@ -33,8 +33,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/go-rds/rds/netlinkcfg"
 )
 
@@ -131,15 +129,6 @@ func RemoteAddr6() netip.Addr {
 		return MainAddr6
 	}
 	return PeerAddr6
-}
-
-// KernelRelease returns the running kernel's release (uname -r).
-func KernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return ""
-	}
-	return unix.ByteSliceToString(u.Release[:])
 }
 
 // PeerNamespace opens the peer network namespace. Its FD works as

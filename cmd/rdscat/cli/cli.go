@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package cli is the rdscat command: netcat, ping, info and stress for
 // Linux Reliable Datagram Sockets (AF_RDS) in one program.
 //

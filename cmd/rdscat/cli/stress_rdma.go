@@ -1,3 +1,5 @@
+//go:build linux
+
 package cli
 
 // The RDMA mode of stress (-rdma write|read).

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package scripttest supports rdscat's script tests
 // (github.com/rogpeppe/go-internal/testscript): the custom script commands
 // shared by the host tests in cmd/rdscat and the real-kernel tests in
