@@ -18,9 +18,10 @@
  *
  *   useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS
  *
- * Each trial uses ports PORT+2i (server) and PORT+2i+1 (client) and the
- * next TOS of the list (a connection that does not come up within 8 s is
- * given up for the next TOS).
+ * Attempt k uses ports PORT+2k (server) and PORT+2k+1 (client) and the
+ * k-th TOS of the list (values may repeat: a connection is reused once its
+ * sockets are closed); an attempt whose connection does not come up
+ * within 8 s is given up for the next.
  *
  * Build: gcc -O2 -static -Wall -Wextra -Werror -o useonce-c useonce.c
  */
