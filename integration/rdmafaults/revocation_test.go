@@ -108,14 +108,29 @@ func TestRevocationGap(t *testing.T) {
 // (the immediate data of the first use carries that acknowledgement) and
 // the transport's deferred flush ran (10 jiffies later). A second WRITE
 // issued at once may still land; that count is logged. A WRITE issued a
-// second after the first use's immediate data must fail with a remote
-// access error and leave memory alone.
+// second after the first use's immediate data must be refused, never
+// deliver its immediate data, and leave memory alone.
+//
+// The refusal is a remote access error (6.1, 6.12). Linux 7.2 sometimes
+// reports it as dropped instead; that is accepted only as far as the plain
+// C reference (bench/cbaseline/useonce.c), run first in the same VM, shows
+// it too: C must have seen it, and the Go count must be plausible at the
+// rate C's count allows (see plausibleAsC). The likely cause, from the
+// source: 7.2's rxe responder (not 6.1's or 6.12's) raises
+// IB_EVENT_QP_ACCESS_ERR on an rkey violation before it sends the NAK, so
+// RDS on the registering side drops the connection at once; when the
+// disconnect moves the writer's QP to the error state before its
+// completer handled the NAK, the WRITE is flushed (rds_ib_send_complete
+// ignores IB_WC_WR_FLUSH_ERR) and the message, an RDMA one, is dropped as
+// RDS_RDMA_DROPPED when the connection comes back (rds_send_xmit never
+// retransmits RDMA).
 func TestUseOnceKey(t *testing.T) {
 	vmtest.Require(t)
+	const trials, cTrials = 3, 40
+	c := runUseOnceC(t, cTrials)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ps := os.Getpagesize()
-	const trials = 3
 	var first, second, later tally
 	for i := range trials {
 		p := newPair(t, ctx)
@@ -148,12 +163,14 @@ func TestUseOnceKey(t *testing.T) {
 		if !allByte(creg.Bytes(), want) {
 			t.Fatalf("trial %d: second write %v, memory does not agree", i, st)
 		}
+		t.Logf("trial %d: TOS %d: second %v", i, p.tos, st)
 		if st == barrier.Success {
 			// A second later: required to fail.
 			time.Sleep(time.Second)
 			st = p.write(t, ctx, ck, 0, sreg.Span(2*ps, ps), "third", 10*time.Second)
 			later.add(st)
-			if st != barrier.RemoteError {
+			t.Logf("trial %d: TOS %d: later %v", i, p.tos, st)
+			if st != barrier.RemoteError && st != barrier.Dropped {
 				t.Errorf("trial %d: write with a use-once key a second after its use: %v, want remote error", i, st)
 			}
 			if !allByte(creg.Bytes(), want) {
@@ -168,9 +185,16 @@ func TestUseOnceKey(t *testing.T) {
 		}
 		sreg.Close()
 	}
+	if later.dropped > 0 {
+		ok, why := plausibleAsC(later.dropped, later.ops, c["later"].dropped, c["later"].ops)
+		t.Logf("kernel: use-once refusal as DROPPED reproduced in C: Go %d/%d, C %d/%d (%s)", later.dropped, later.ops, c["later"].dropped, c["later"].ops, why)
+		if !ok {
+			t.Errorf("a write with a use-once key a second after its use was dropped %d/%d times, want remote error: the C reference does not account for it (%s)", later.dropped, later.ops, why)
+		}
+	}
 	reliability(t, "use-once/first-use", first, "every first use succeeded")
 	reliability(t, "use-once/second-use-at-once", second, fmt.Sprintf("landed %d/%d (key dies only after the deferred flush)", second.success, trials))
-	reliability(t, "use-once/use-1s-later", later, fmt.Sprintf("refused %d/%d, memory unchanged", later.remote, later.ops))
+	reliability(t, "use-once/use-1s-later", later, fmt.Sprintf("refused %d/%d (remote error %d, dropped %d; C dropped %d/%d), memory unchanged", later.remote+later.dropped, later.ops, later.remote, later.dropped, c["later"].dropped, c["later"].ops))
 }
 
 // TestPoolQuarantine: the pool's safe pattern against the revocation gap.

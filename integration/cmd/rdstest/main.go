@@ -246,6 +246,10 @@ func run() error {
 		}
 	}
 	fmt.Printf("built %s\n", rdsvm)
+	stage("build C reference programs")
+	if err := buildCReferences(root); err != nil {
+		return err
+	}
 
 	var kernels []string
 	for _, k := range strings.Split(*flagKernels, ",") {
