@@ -32,9 +32,9 @@
 //
 // TestLinkFailure and TestFreshConnection run the C flow of
 // bench/cbaseline/rdsfault.c beside the Go one, under the same fault; it
-// must be built on the host first (go generate ./integration/reliability,
-// which needs gcc and a static libc). Without it the tests log that no C
-// reproduction ran (c=-1).
+// must be built on the host first: rdstest does it before the integration
+// stage; by hand, go generate ./integration/reliability (gcc and a static
+// libc). Without it the tests fail.
 package reliability
 
 // TestLinkFailure runs the C flow of bench/cbaseline/rdsfault.c beside the

@@ -17,6 +17,7 @@ import (
 // copies into the VM.
 var cReferences = []struct{ src, bin string }{
 	{"bench/cbaseline/useonce.c", "integration/rdmafaults/testdata/useonce-c"},
+	{"bench/cbaseline/rdsfault.c", "integration/reliability/testdata/rdsfault-c"},
 }
 
 // buildCReferences compiles cReferences, relative to the repository root.
