@@ -200,7 +200,9 @@ func NewServer(sock *rdssock.Conn, f *os.File, cfg *ServerConfig) (*Server, erro
 		return nil, err
 	}
 	s.sock = sock
-	s.c = rdmaops.New(sock, barrier.New(&barrier.Config{OnComplete: s.completed, OnRelease: s.released}), nil)
+	// FailFast: the dispatcher issues every transfer; a client that keeps
+	// its port congested gets a not-sent error instead of stalling it.
+	s.c = rdmaops.New(sock, barrier.New(&barrier.Config{OnComplete: s.completed, OnRelease: s.released}), &rdmaops.Options{FailFast: true})
 	s.send = func(ctx context.Context, b []byte, to netip.AddrPort, wait bool) error {
 		flags := 0
 		if !wait {

@@ -69,6 +69,14 @@ type Options struct {
 	// succeeds, no status ever arrives, and no later message on that
 	// connection is delivered.
 	AllowAtomics bool
+
+	// FailFast makes Do and DoAtomic return at once when the destination
+	// is congested (rdssock.ErrCongested) or the send buffer is full
+	// (EAGAIN), completing the operation as barrier.NotSent, instead of
+	// waiting for room until the operation's deadline or ctx. A server
+	// whose one goroutine issues operations for many peers sets it, so
+	// that one slow or congested peer cannot stall the others.
+	FailFast bool
 }
 
 // A Conn issues RDMA registrations and operations on an RDS socket bound to
@@ -376,6 +384,10 @@ func isEAGAIN(err error) bool { return errors.Is(err, syscall.EAGAIN) }
 // after a pause growing from 20µs to 1ms, until ctx is done or deadline
 // (if not zero) passes.
 func (c *Conn) send(ctx context.Context, b, oob []byte, to netip.AddrPort, deadline time.Time) error {
+	if c.opts.FailFast {
+		_, err := c.c.WriteMsgFlags(nil, b, oob, to, syscall.MSG_DONTWAIT)
+		return err
+	}
 	pause := 20 * time.Microsecond
 	for {
 		_, err := c.c.WriteMsgContext(ctx, b, oob, to)
