@@ -355,7 +355,9 @@ func (s *sender) probe() error {
 	if err != nil {
 		return err
 	}
-	c, err := openErr(s.side, netip.AddrPortFrom(s.c.LocalAddrPort().Addr(), port()), nil)
+	// The probe asks the kernel about congestion only: no warm-up (its
+	// pings would also show in the fresh-connection tests' ping count).
+	c, err := openErr(s.side, netip.AddrPortFrom(s.c.LocalAddrPort().Addr(), port()), &rdssock.Config{NoAutoWarmUp: true})
 	if err != nil {
 		return fmt.Errorf("probe socket: %w", err)
 	}
