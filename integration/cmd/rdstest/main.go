@@ -44,6 +44,8 @@ var (
 	flagVerbose  = flag.Bool("v", false, "print the full output of passing tests too")
 	flagParallel = flag.Int("p", 2, "integration test packages run in parallel (each boots one or two VMs)")
 	flagRace     = flag.Bool("race", true, "also run the host unit tests with -race, and build the -race-pkgs integration packages with -race")
+	flagRaceRun  = flag.String("race-run", "^(TestIntegrationLateTransferQuarantine|TestIntegrationGetMRRefused|TestIntegrationBarrierMark|TestIntegrationRDMAWriteRead|TestIntegrationBlockServer|TestBlockServer.*)$",
+		"tests of package integration (RDMA, barrier, block server) run a second time built with -race; empty: none")
 	flagRacePkgs = flag.String("race-pkgs", "./integration/rdmafaults,./integration/rdmaatomics,./integration/twovmrdma,./integration/twovmhostile",
 		"integration packages whose VM tests run built with -race (with -race); packages whose rdsvm.json says \"race\": true always do")
 	flagCross   = flag.Bool("cross", true, "with -unit: go build and go vet ./... for every cross-build target, and go mod tidy -diff")
@@ -313,10 +315,22 @@ func run() error {
 		stage("integration tests, kernel " + kk.Release)
 		t0 := time.Now()
 		var t tally
-		for _, group := range []struct {
+		groups := []struct {
 			pkgs []string
 			race bool
-		}{{pkgs.plain, false}, {pkgs.race, true}} {
+			run  string
+		}{{pkgs.plain, false, ""}, {pkgs.race, true, ""}}
+		if *flagRace && *flagRaceRun != "" && *flagRun == "" {
+			// Package integration stays a plain build for its allocation
+			// tests; its RDMA, barrier and block server tests run a
+			// second time under -race.
+			groups = append(groups, struct {
+				pkgs []string
+				race bool
+				run  string
+			}{[]string{"./integration"}, true, *flagRaceRun})
+		}
+		for _, group := range groups {
 			if len(group.pkgs) == 0 {
 				continue
 			}
@@ -327,7 +341,9 @@ func run() error {
 				args = append(args, "-race")
 				env = append(env, "CGO_ENABLED=1")
 			}
-			if *flagRun != "" {
+			if group.run != "" {
+				args = append(args, "-run", group.run)
+			} else if *flagRun != "" {
 				args = append(args, "-run", *flagRun)
 			}
 			args = append(args, group.pkgs...)
