@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -310,7 +311,7 @@ func run() error {
 	if len(pkgs.plain)+len(pkgs.race) == 0 {
 		return errors.New("no package has integration-tagged tests")
 	}
-	for _, k := range ready {
+	for ki, k := range ready {
 		kk := fetched[k]
 		stage("integration tests, kernel " + kk.Release)
 		t0 := time.Now()
@@ -320,7 +321,22 @@ func run() error {
 			race bool
 			run  string
 		}{{pkgs.plain, false, ""}, {pkgs.race, true, ""}}
-		if *flagRace && *flagRaceRun != "" && *flagRun == "" {
+		// A data race is this module's, whatever the kernel: the -race
+		// builds run on the first kernel only, and on the others the same
+		// packages run as plain builds (faster under TCG).
+		raceHere := ki == 0
+		if !raceHere {
+			groups[0].pkgs = slices.Clone(pkgs.plain)
+			groups[1].pkgs = nil
+			for _, p := range pkgs.race {
+				if slices.Contains(pkgs.needRace, p) {
+					groups[1].pkgs = append(groups[1].pkgs, p)
+				} else {
+					groups[0].pkgs = append(groups[0].pkgs, p)
+				}
+			}
+		}
+		if raceHere && *flagRace && *flagRaceRun != "" && *flagRun == "" {
 			// Package integration stays a plain build for its allocation
 			// tests; its RDMA, barrier and block server tests run a
 			// second time under -race.
@@ -454,7 +470,10 @@ func ensureHostPackages() error {
 
 // integrationPkgs are the packages with integration tests, split by whether
 // they run with the race detector.
-type integrationPkgs struct{ plain, race []string }
+// integrationPkgs are the packages with integration tests: plain builds,
+// and -race builds; needRace are those of race whose rdsvm.json demands a
+// -race build on every kernel.
+type integrationPkgs struct{ plain, race, needRace []string }
 
 // splitList splits a comma-separated list, dropping empty items.
 func splitList(s string) []string {
@@ -515,6 +534,9 @@ func integrationPackages(race []string) (integrationPkgs, error) {
 		race, err := wantsRace(dirs[p])
 		if err != nil {
 			return pkgs, err
+		}
+		if race {
+			pkgs.needRace = append(pkgs.needRace, p)
 		}
 		if forced[p] {
 			race = true
