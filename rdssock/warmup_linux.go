@@ -52,8 +52,13 @@ const (
 	warmUpPingers = 4
 	warmUpRounds  = 3
 	// pingInterval is how long a warm-up waits for an answer before it
-	// pings again.
-	pingInterval = 200 * time.Millisecond
+	// pings again; the wait doubles after each unanswered ping, up to
+	// maxPingInterval. An RDS ping is a reliable message that waits in the
+	// queue until the connection is up, so pinging faster only leaves
+	// pings to be answered after their socket closed (counted by the
+	// kernel as recv_drop_no_sock).
+	pingInterval    = 200 * time.Millisecond
+	maxPingInterval = 2 * time.Second
 	// pathsSettle is how long the path count must stay the same to count
 	// as final when it is below tcpPaths.
 	pathsSettle = 500 * time.Millisecond
@@ -152,11 +157,13 @@ func bringUpRound(ctx context.Context, local, peer netip.Addr, cfg *Config, answ
 	return waitPaths(ctx, socks[0], local, peer)
 }
 
-// pingUntilAnswered pings peer from s every pingInterval until the kernel
-// there answers (a 0-byte message from port 0).
+// pingUntilAnswered pings peer from s, again after pingInterval and then at
+// growing intervals, until the kernel there answers (a 0-byte message from
+// port 0).
 func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 	target := netip.AddrPortFrom(peer, 0)
 	var buf [64]byte
+	interval := pingInterval
 	for {
 		if _, err := s.WriteMsgContext(ctx, nil, nil, target); err != nil && !errors.Is(err, ErrCongested) && !errors.Is(err, unix.EAGAIN) {
 			if ctx.Err() != nil {
@@ -164,7 +171,8 @@ func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 			}
 			return err
 		}
-		rctx, cancel := context.WithTimeout(ctx, pingInterval)
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		interval = min(2*interval, maxPingInterval)
 		for {
 			n, _, _, from, err := s.ReadMsgContext(rctx, buf[:], nil)
 			if err != nil {
