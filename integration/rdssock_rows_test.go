@@ -166,6 +166,25 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 	t.Logf("TCP socket %+v", *tcp)
 }
 
+// waitIBAddr waits until a socket bound to addr with the IB transport
+// forced binds, or fails the test after limit with the last refusal.
+func waitIBAddr(t *testing.T, addr netip.Addr, limit time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		c, err := rdssock.Listen(netip.AddrPortFrom(addr, 0), &rdssock.Config{Transport: rdssock.TransportIB})
+		if err == nil {
+			c.Close()
+			t.Logf("%v takes the IB transport after %v", addr, time.Since(start).Round(time.Millisecond))
+			return
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("%v still refused by the IB transport after %v: %v", addr, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestIntegrationRowsIB6 uses RDS over IPv6 addresses on the rxe device's
 // netdev.
 func TestIntegrationRowsIB6(t *testing.T) {
@@ -173,6 +192,12 @@ func TestIntegrationRowsIB6(t *testing.T) {
 	x, y := netip.MustParseAddr("fd22::1"), netip.MustParseAddr("fd22::2")
 	addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(x, 64))
 	addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(y, 64))
+	// A new IPv6 address reaches the rxe device's GID table only after
+	// duplicate address detection; until then the IB transport refuses it
+	// and bind picks TCP. Wait until IB takes both.
+	for _, addr := range []netip.Addr{x, y} {
+		waitIBAddr(t, addr, 10*time.Second)
+	}
 	a := listen(t, netip.AddrPortFrom(x, port()), nil)
 	b := listen(t, netip.AddrPortFrom(y, port()), nil)
 	wantConnTransport(t, a, rdssock.TransportIB)
