@@ -29,14 +29,6 @@ var nextPort atomic.Uint32
 
 func port() uint16 { return uint16(30000 + nextPort.Add(1)) }
 
-// side says in which network namespace a socket lives.
-type side int
-
-const (
-	local side = iota // initial namespace, rdstcp0
-	peer              // vmtest.PeerNamespaceName, rdstcp1
-)
-
 // open binds an RDS socket on s, closed at the end of the test.
 func open(t testing.TB, s side, ap netip.AddrPort, cfg *rdssock.Config) *rdssock.Conn {
 	t.Helper()
@@ -62,13 +54,6 @@ func openErr(s side, ap netip.AddrPort, cfg *rdssock.Config) (*rdssock.Conn, err
 		c2.NetNS = ns.FD()
 	}
 	return rdssock.Listen(ap, &c2)
-}
-
-func (s side) String() string {
-	if s == peer {
-		return vmtest.PeerNamespaceName
-	}
-	return "initial"
 }
 
 // link returns the name of the TCP veth end in namespace s.
@@ -286,7 +271,10 @@ type sender struct {
 	congested int // ErrCongested results (each retried)
 	// acceptedNow mirrors accepted for readers while the sender runs.
 	acceptedNow atomic.Int64
-	err         error
+	// wireBytes[seq] is the length of accepted message seq (the RDS
+	// payload, without the kernel's header).
+	wireBytes []int
+	err       error
 	// pause, if set, is called before each message; the link tests use
 	// it to inject a fault after a number of messages.
 	pause func(seq int)
@@ -323,6 +311,7 @@ func (s *sender) run() {
 			if err == nil {
 				s.accepted++
 				s.acceptedNow.Add(1)
+				s.wireBytes = append(s.wireBytes, len(msg))
 				break
 			}
 			if errors.Is(err, rdssock.ErrCongested) {

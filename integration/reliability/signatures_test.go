@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/go-rds/rds/integration/vmtest"
 )
 
 // result sums a run up in the RELIABILITY line's terms.
@@ -63,12 +65,6 @@ func (s senderFault) dupsInFlight() bool {
 		}
 	}
 	return len(s.dupSeqs) == s.dup
-}
-
-// blockWithin reports whether the sorted missing sequence numbers are one
-// run of consecutive ones no longer than inFlight.
-func blockWithin(missing []uint64, inFlight int) bool {
-	return consecutive(missing) && len(missing) <= inFlight
 }
 
 // consecutive reports whether the sorted seqs are one run without gaps.
@@ -232,19 +228,286 @@ func TestParseRDSTCPUnread(t *testing.T) {
 	}
 }
 
-func TestBlockWithin(t *testing.T) {
+// TestAcceptDiscardSignature checks the fresh-connection loss signature on
+// made-up outcomes: one block per sender after a path reset and a TCP
+// abort is the kernel's; two blocks, a duplicate, a drop counter, a
+// message left queued, or no reset is not; and a block is bounded only
+// while it fits what was seen queued or what the reset socket could hold.
+func TestAcceptDiscardSignature(t *testing.T) {
+	sizes := make([]int, 200)
+	for i := range sizes {
+		sizes[i] = 1000 - rdsHeaderLen // 1000 bytes on the TCP stream each
+	}
+	block := func(from, to uint64) []uint64 {
+		var s []uint64
+		for i := from; i < to; i++ {
+			s = append(s, i)
+		}
+		return s
+	}
+	base := func(missing []uint64, inFlight int) freshOutcome {
+		fs := freshSender{id: 1, recvSide: peer, accepted: 200, missing: missing, inFlight: inFlight}
+		if len(missing) > 0 {
+			fs.rcvbufFits = fitsIn(sizes, missing[0], 20_500) // 20 messages
+		}
+		o := freshOutcome{
+			res:       result{sent: 200, accepted: 200, received: 200 - len(missing), lost: len(missing)},
+			senders:   []freshSender{fs},
+			connReset: 1,
+		}
+		o.aborts[peer] = 1
+		return o
+	}
 	for _, tc := range []struct {
-		missing  []uint64
-		inFlight int
-		want     bool
+		name      string
+		o         freshOutcome
+		signature bool
+		bounded   bool
 	}{
-		{nil, 0, true},
-		{[]uint64{5, 6, 7}, 3, true},
-		{[]uint64{5, 6, 7}, 2, false}, // larger than what was in flight
-		{[]uint64{5, 7}, 10, false},   // two blocks
+		{"block seen queued", base(block(30, 45), 15), true, true},
+		{"block fits the receive buffer", base(block(30, 50), 4), true, true},
+		{"block larger than both bounds", base(block(30, 51), 4), true, false},
+		{"two blocks", base(append(block(30, 35), block(40, 42)...), 50), false, true},
+		{"nothing lost", base(nil, 10), false, true},
+		{"a duplicate", func() freshOutcome { o := base(block(30, 35), 10); o.res.dup = 1; return o }(), false, true},
+		{"a drop counter moved", func() freshOutcome { o := base(block(30, 35), 10); o.dropped = 1; return o }(), false, true},
+		{"a drop answered to a ping", func() freshOutcome {
+			o := base(block(30, 35), 10)
+			o.dropped, o.noSock, o.pings = 1, 1, 1
+			return o
+		}(), true, true},
+		{"still queued", func() freshOutcome { o := base(block(30, 35), 10); o.queued = 1; return o }(), false, true},
+		{"no path reset", func() freshOutcome { o := base(block(30, 35), 10); o.connReset = 0; return o }(), false, true},
+		{"no TCP abort at the receiver", func() freshOutcome {
+			o := base(block(30, 35), 10)
+			o.aborts = [2]int64{1, 0}
+			return o
+		}(), false, true},
 	} {
-		if got := blockWithin(tc.missing, tc.inFlight); got != tc.want {
-			t.Errorf("blockWithin(%v, %d) = %v, want %v", tc.missing, tc.inFlight, got, tc.want)
+		why := tc.o.acceptDiscard()
+		if (why == "") != tc.signature {
+			t.Errorf("%s: acceptDiscard() = %q, want signature %v", tc.name, why, tc.signature)
+		}
+		if got, _ := tc.o.blocksBounded(); got != tc.bounded {
+			t.Errorf("%s: blocksBounded() = %v, want %v", tc.name, got, tc.bounded)
 		}
 	}
+	if n := fitsIn(sizes, 195, 1<<20); n != 5 {
+		t.Errorf("fitsIn past the last message = %d, want the 5 there are", n)
+	}
+}
+
+// side says in which network namespace a socket lives.
+type side int
+
+const (
+	local side = iota // initial namespace, rdstcp0
+	peer              // vmtest.PeerNamespaceName, rdstcp1
+)
+
+func (s side) String() string {
+	if s == peer {
+		return vmtest.PeerNamespaceName
+	}
+	return "initial"
+}
+
+// freshOutcome is what one no-warm-up run on a brand-new connection saw.
+type freshOutcome struct {
+	res     result
+	senders []freshSender
+	queued  int    // messages still on the senders' send or retransmit queues at the end
+	deltas  string // RDS counters that moved
+	dropped int    // moves of recv_drop_no_sock, recv_drop_dead_sock, recv_drop_old_seq
+	noSock  int    // the move of recv_drop_no_sock alone
+	tcp     string // TCP counters of either namespace that moved
+	// aborts is, per namespace, how often TCP reset a connection because
+	// the socket had been closed or shut down with unread data
+	// (TcpExt.TCPAbortOnClose) or received data after that
+	// (TcpExt.TCPAbortOnData).
+	aborts    [2]int64
+	connReset int // RDS conn_reset: path shutdowns
+	// pings is how many RDS pings the kernel received (recv_ping, both
+	// namespaces): the kernels' own handshake probes (handshakeProbes)
+	// and any warm-up's.
+	pings          int
+	warmUpTimeouts uint64 // the senders' rdssock WarmUpTimeouts
+}
+
+// dataDropped is how many messages the receiving kernels dropped, less the
+// answers to pings that found their socket gone: pings of earlier tests'
+// warm-ups that were queued until a connection came up (at most one
+// answer per ping counted in the window).
+func (o *freshOutcome) dataDropped() int {
+	return o.dropped - min(o.noSock, o.pings)
+}
+
+// freshSender is one sender's part of a freshOutcome.
+type freshSender struct {
+	id       uint32
+	recvSide side
+	accepted int
+	missing  []uint64 // accepted sequence numbers that never arrived
+	// inFlight is the most of its messages on the sender's send and
+	// retransmit queues at one moment, sampled through the run.
+	inFlight int
+	// rcvbufFits is how many of the sender's messages, from the first one
+	// missing on, fit in the receive buffer of a TCP socket in the
+	// receiving namespace (see freshOutcome.acceptDiscard); 0 if nothing
+	// is missing.
+	rcvbufFits int
+	order      []uint64 // arrival order
+}
+
+// rdsHeaderLen is the size of struct rds_header, which RDS/TCP puts before
+// every message on the TCP stream.
+const rdsHeaderLen = 48
+
+// fitsIn returns how many messages, from first on, fit whole into
+// budget bytes of TCP stream, each with its RDS header.
+func fitsIn(sizes []int, first uint64, budget int) int {
+	n := 0
+	for _, sz := range sizes[min(int(first), len(sizes)):] {
+		if budget -= sz + rdsHeaderLen; budget < 0 {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// bound is the most messages of this sender that the accept-discard bug
+// can lose in one block: the larger of what its queues were seen holding
+// and what the reset socket's receive buffer can hold unread.
+func (fs freshSender) bound() int { return max(fs.inFlight, fs.rcvbufFits) }
+
+// acceptDiscard reports whether a run's losses carry the signature of the
+// RDS/TCP accept-discard bug. The accepting kernel (the larger address)
+// takes an incoming TCP connection, rds_tcp_accept_one_path finds no path
+// in state DOWN among the first max(1, c_npaths) paths and returns NULL,
+// and rds_tcp_accept_one closes the socket (rst_nsk) although its TCP has
+// already acknowledged RDS messages on it; the sender's
+// rds_tcp_write_space then drops those messages as delivered. Two
+// openings were seen:
+//
+//   - both kernels open path 0 at once (traffic both ways on a new
+//     connection), so the accepting side's own attempt holds path 0;
+//   - one-way traffic: the smaller address learns the path count from the
+//     handshake pong and connects paths 1-7, while the larger one, which
+//     sends that pong before it records the count from the probe
+//     (rds_recv_incoming, RDS_HS_PROBE), still has c_npaths 0 and so only
+//     considers path 0, which is up: all seven connections are reset, and
+//     the messages the sender had already put on its socket's path are
+//     gone.
+//
+// Upstream fixed this in 2026 ("net/rds: rds_tcp_accept_one ought to not
+// discard messages", with a drain on shutdown and the cp_index encoding in
+// the same RDS/TCP series); Debian's 6.1.192 and 6.12.117 have neither.
+//
+// The signature: only losses (no duplicate, corruption or reordering);
+// each affected sender lost one block of consecutive messages; no RDS drop
+// counter moved; nothing stayed queued at the sender (its kernel counted
+// them acknowledged); RDS shut a path down (conn_reset); and the receiving
+// namespace's TCP aborted a connection that had been closed or shut down
+// with data unread or still arriving. acceptDiscard returns "" when a run
+// has it, else the first part that does not hold.
+//
+// How large a block may be is judged apart (blocksBounded): the kernel can
+// only lose what the reset socket's TCP acknowledged, which is at most its
+// receive buffer.
+func (o freshOutcome) acceptDiscard() string {
+	r := o.res
+	switch {
+	case r.lost == 0:
+		return "nothing lost"
+	case r.dup != 0 || r.corrupt != 0 || r.unexpected != 0:
+		return fmt.Sprintf("besides losses, %d duplicated, %d corrupt, %d unexpected", r.dup, r.corrupt, r.unexpected)
+	case o.dataDropped() != 0:
+		return fmt.Sprintf("the receiving kernel dropped %d messages (recv_drop_* counters)", o.dataDropped())
+	case o.queued != 0:
+		return fmt.Sprintf("%d messages still queued at the senders", o.queued)
+	case o.connReset == 0:
+		return "no RDS path was shut down (conn_reset did not move)"
+	}
+	for _, fs := range o.senders {
+		if len(fs.missing) == 0 {
+			continue
+		}
+		if !consecutive(fs.missing) {
+			return fmt.Sprintf("sender %d lost more than one block (%s)", fs.id, seqRanges(fs.missing))
+		}
+		if o.aborts[fs.recvSide] == 0 {
+			return fmt.Sprintf("the %s namespace's TCP aborted no connection with unread data", fs.recvSide)
+		}
+	}
+	return ""
+}
+
+// blocksBounded reports whether every sender's lost block is within
+// freshSender.bound, and returns the sum of those bounds.
+func (o freshOutcome) blocksBounded() (bool, int) {
+	ok, sum := true, 0
+	for _, fs := range o.senders {
+		if len(fs.missing) == 0 {
+			continue
+		}
+		sum += fs.bound()
+		ok = ok && len(fs.missing) <= fs.bound()
+	}
+	return ok, sum
+}
+
+// handshakeLanes reports whether a run's reordering carries the signature
+// of the kernel's lane switch for non-blocking senders. Until the
+// handshake told a new RDS/TCP connection how many paths the peer has
+// (c_npaths still 0), rds_send_mprds_hash puts a non-blocking sender's
+// messages on path 0 instead of waiting, as a blocking one would; once the
+// count is known, the same socket's messages go on its hashed path. RDS
+// orders messages per path only, so the later ones can overtake the early
+// ones. Every rdssock.Conn is non-blocking.
+//
+// The signature: nothing lost, duplicated or corrupted; no RDS drop
+// counter moved; and each sender's arrival order is two in-order streams
+// merged, the first messages it sent (0 to k-1) and all the others (k on).
+func (o freshOutcome) handshakeLanes() bool {
+	r := o.res
+	if r.reordered == 0 || r.lost != 0 || r.dup != 0 || r.corrupt != 0 || r.unexpected != 0 || o.dataDropped() != 0 {
+		return false
+	}
+	for _, fs := range o.senders {
+		if !twoStreams(fs.order) {
+			return false
+		}
+	}
+	return true
+}
+
+// seqRanges prints sequence numbers compactly: "0-4,7,9-12" (in the given
+// order, so an arrival order shows its jumps).
+func seqRanges(s []uint64) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	start, prev := s[0], s[0]
+	flush := func() {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		if start == prev {
+			fmt.Fprintf(&b, "%d", start)
+		} else {
+			fmt.Fprintf(&b, "%d-%d", start, prev)
+		}
+	}
+	for _, v := range s[1:] {
+		if v == prev+1 {
+			prev = v
+			continue
+		}
+		flush()
+		start, prev = v, v
+	}
+	flush()
+	return b.String()
 }
