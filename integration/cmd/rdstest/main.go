@@ -109,6 +109,7 @@ func main() {
 		fail("", "rdstest: "+firstLine(err.Error()))
 	}
 	printReliability()
+	summary = append(summary, deviationSummary(deviationRows)...)
 	fmt.Printf("\n==== rdstest summary (%s) ====\n", time.Since(start).Round(time.Second))
 	for _, s := range summary {
 		fmt.Println(s)
@@ -599,6 +600,7 @@ func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, 
 	werr := cmd.Wait()
 	bootLines = append(bootLines, r.boot...)
 	reliabilityRows = append(reliabilityRows, r.reliability...)
+	deviationRows = append(deviationRows, r.deviations...)
 	if rerr != nil && r.t.failed == 0 {
 		r.t.failed++
 		results.record(result{Kernel: kernel, Package: "check", Test: "reading go test output", Race: race, Outcome: "fail"})

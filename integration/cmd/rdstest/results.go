@@ -142,6 +142,7 @@ type testRun struct {
 	failedTests map[string]int
 	boot        []string // rdsvm's boot-time lines
 	reliability []string // RELIABILITY| rows
+	deviations  []string // DEVIATION| lines
 }
 
 func newTestRun(kernel string, race bool, out io.Writer, verbose bool, log *resultsLog) *testRun {
@@ -190,6 +191,9 @@ func (r *testRun) line(b []byte) {
 		}
 		if _, row, ok := strings.Cut(e.Output, reliabilityPrefix); ok {
 			r.reliability = append(r.reliability, strings.TrimSpace(row))
+		}
+		if _, row, ok := strings.Cut(e.Output, deviationPrefix); ok {
+			r.deviations = append(r.deviations, strings.TrimSpace(row))
 		}
 		switch {
 		case r.verbose:

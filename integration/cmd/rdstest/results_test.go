@@ -53,6 +53,9 @@ func TestTestRun(t *testing.T) {
 	if len(r.reliability) != 1 || r.reliability[0] != "fault=none|kernel=6.1.0-test|sent=10|outcome=ok" {
 		t.Errorf("reliability rows %q", r.reliability)
 	}
+	if len(r.deviations) != 1 || r.deviations[0] != "accept-discard-loss|kernel=6.1.0-test|test=TestC|go=14|bound=118|c=181|basis=bounds|strict=1" {
+		t.Errorf("deviation lines %q", r.deviations)
+	}
 
 	var got []string
 	sc := bufio.NewScanner(&file)
@@ -125,5 +128,38 @@ func TestResultsLogRace(t *testing.T) {
 	// A run with -race is counted apart from the plain run.
 	if got := log.packageCounts("host", ""); !slices.Equal(got, []string{"./rdssock: 0 passed, 0 failed, 1 skipped", "./rdssock (race): 1 passed, 0 failed"}) {
 		t.Errorf("packageCounts %q", got)
+	}
+}
+
+func TestDeviationSummary(t *testing.T) {
+	got := deviationSummary([]string{
+		"reset-dup|kernel=6.12.1|test=TestLinkFailure/down-reset-up|go=3|bound=40|c=0|basis=bounds|strict=1",
+		"accept-discard-loss|kernel=6.1.0|test=TestFreshConnection/both-ways|go=35|bound=20|c=181|basis=c|strict=1",
+		"stale-congestion|kernel=6.1.0|test=TestCongestion|go=1|bound=-1|c=-1|basis=none|strict=1",
+		"handshake-lane-switch|kernel=6.1.0|test=TestFreshConnection/x|go=2|bound=-1|c=0|basis=none|strict=0",
+		"broken|kernel=6.1.0|go=x",
+	})
+	want := []string{
+		"kernel 6.1.0: accept-discard-loss in TestFreshConnection/both-ways: Go 35, bound 20, C 181; accepted: reproduced in C",
+		"kernel 6.1.0: stale-congestion in TestCongestion: Go 1, bound -, C -; FAILED (strict: no basis)",
+		"kernel 6.1.0: handshake-lane-switch in TestFreshConnection/x: Go 2, bound -, C 0; accepted without a basis (not strict)",
+		"kernel 6.12.1: reset-dup in TestLinkFailure/down-reset-up: Go 3, bound 40, C 0; accepted: within bounds",
+		`DEVIATION line "broken|kernel=6.1.0|go=x": go: strconv.Atoi: parsing "x": invalid syntax`,
+	}
+	if len(got) != len(want)+1 {
+		t.Fatalf("summary has %d lines, want %d:\n%s", len(got), len(want)+1, strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if g := strings.TrimSpace(got[i+1]); g != w {
+			t.Errorf("line %d:\n got %s\nwant %s", i+1, g, w)
+		}
+	}
+	if deviationSummary(nil) != nil {
+		t.Error("a run without deviations prints a deviation section")
+	}
+	for _, bad := range []string{"", "x|kernel=k|test=t|go=1|basis=maybe|strict=1", "x|kernel=k|go=1|basis=c|strict=1"} {
+		if _, err := parseDeviation(bad); err == nil {
+			t.Errorf("parseDeviation(%q) accepted it", bad)
+		}
 	}
 }
