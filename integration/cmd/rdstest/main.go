@@ -25,7 +25,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,9 +74,14 @@ func (t tally) String() string {
 }
 
 var (
-	total     tally
-	summary   []string
-	bootLines []string
+	total   tally
+	summary []string
+	// rdsvmPath is the built VM runner, go test's -exec.
+	rdsvmPath string
+	// collectMu guards what concurrent go test runs add to: bootLines
+	// (per kernel), reliabilityRows and deviationRows.
+	collectMu sync.Mutex
+	bootLines = map[string][]string{}
 	// results records every counted outcome; see results.go.
 	results = newResultsLog(nil, "")
 )
@@ -197,7 +201,10 @@ func run() error {
 			fail("host", "gofmt -l .")
 		}
 		if *flagCross {
-			crossChecks()
+			// Cross-builds take minutes on a cold build cache but need
+			// no VM: they run niced beside everything else and are
+			// reported at the end.
+			defer startCrossChecks()()
 		}
 		if *flagShort && failed() {
 			return nil
@@ -291,14 +298,27 @@ func run() error {
 	}
 
 	if *flagSelf {
-		stage("rdsvm self-tests")
+		// The self-tests mostly wait (for a hang to time out, a peer to
+		// be stopped): they run beside the integration tests, and their
+		// outcome is printed when both are done.
 		kk := fetched[ready[0]]
-		t := selfTests(rdsvm, selfcheck, kk.Spec(), kk.Release)
-		note("rdsvm self-tests (kernel %s): %s", kk.Release, t)
-		total.add(t)
-		if *flagShort && failed() {
-			return nil
+		type outcome struct {
+			t       tally
+			printed string
 		}
+		done := make(chan outcome, 1)
+		go func() {
+			t, printed := selfTests(rdsvm, selfcheck, kk.Spec(), kk.Release)
+			done <- outcome{t, printed}
+		}()
+		defer func() {
+			o := <-done
+			t := o.t
+			stage("rdsvm self-tests")
+			fmt.Print(o.printed)
+			note("rdsvm self-tests (kernel %s): %s", kk.Release, t)
+			total.add(t)
+		}()
 	}
 
 	var racePkgs []string
@@ -312,75 +332,8 @@ func run() error {
 	if len(pkgs.plain)+len(pkgs.race) == 0 {
 		return errors.New("no package has integration-tagged tests")
 	}
-	for ki, k := range ready {
-		kk := fetched[k]
-		stage("integration tests, kernel " + kk.Release)
-		t0 := time.Now()
-		var t tally
-		groups := []struct {
-			pkgs []string
-			race bool
-			run  string
-		}{{pkgs.plain, false, ""}, {pkgs.race, true, ""}}
-		// A data race is this module's, whatever the kernel: the -race
-		// builds run on the first kernel only, and on the others the same
-		// packages run as plain builds (faster under TCG).
-		raceHere := ki == 0
-		if !raceHere {
-			groups[0].pkgs = slices.Clone(pkgs.plain)
-			groups[1].pkgs = nil
-			for _, p := range pkgs.race {
-				if slices.Contains(pkgs.needRace, p) {
-					groups[1].pkgs = append(groups[1].pkgs, p)
-				} else {
-					groups[0].pkgs = append(groups[0].pkgs, p)
-				}
-			}
-		}
-		if raceHere && *flagRace && *flagRaceRun != "" && *flagRun == "" {
-			// Package integration stays a plain build for its allocation
-			// tests; its RDMA, barrier and block server tests run a
-			// second time under -race.
-			groups = append(groups, struct {
-				pkgs []string
-				race bool
-				run  string
-			}{[]string{"./integration"}, true, *flagRaceRun})
-		}
-		for _, group := range groups {
-			if len(group.pkgs) == 0 {
-				continue
-			}
-			args := []string{"test", "-tags", "integration", "-exec", rdsvm, "-count=1", "-json", "-v",
-				"-p", fmt.Sprint(*flagParallel), "-timeout", "10m"}
-			env := []string{"RDSVM_KERNEL=" + kk.Spec()}
-			if group.race {
-				args = append(args, "-race")
-				env = append(env, "CGO_ENABLED=1")
-			}
-			if group.run != "" {
-				args = append(args, "-run", group.run)
-			} else if *flagRun != "" {
-				args = append(args, "-run", *flagRun)
-			}
-			args = append(args, group.pkgs...)
-			gt, err := goTestJSON(kk.Release, group.race, env, args...)
-			if err != nil {
-				fmt.Printf("rdstest: %v\n", err)
-			}
-			t.add(gt)
-		}
-		note("kernel %s: %s (%s)", kernelLabel(k, kk), t, time.Since(t0).Round(time.Second))
-		notePackages(kk.Release)
-		for _, b := range bootLines {
-			summary = append(summary, "  "+b)
-		}
-		bootLines = nil
-		total.add(t)
-		if *flagShort && failed() {
-			return nil
-		}
-	}
+	rdsvmPath = rdsvm
+	runVMJobs(planVMJobs(ready, pkgs), ready, fetched)
 	return nil
 }
 
@@ -598,9 +551,11 @@ func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, 
 	}
 	rerr := r.read(stdout)
 	werr := cmd.Wait()
-	bootLines = append(bootLines, r.boot...)
+	collectMu.Lock()
+	bootLines[kernel] = append(bootLines[kernel], r.boot...)
 	reliabilityRows = append(reliabilityRows, r.reliability...)
 	deviationRows = append(deviationRows, r.deviations...)
+	collectMu.Unlock()
 	if rerr != nil && r.t.failed == 0 {
 		r.t.failed++
 		results.record(result{Kernel: kernel, Package: "check", Test: "reading go test output", Race: race, Outcome: "fail"})
@@ -621,7 +576,7 @@ func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, 
 const selfTestPkg = "rdsvm self-test"
 
 // selfTests checks that rdsvm reports each kind of guest outcome.
-func selfTests(rdsvm, selfcheck, kern, release string) tally {
+func selfTests(rdsvm, selfcheck, kern, release string) (tally, string) {
 	type check struct {
 		name string
 		env  []string
@@ -638,8 +593,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		err = os.WriteFile(filepath.Join(twoVMDir, "rdsvm.json"), []byte(`{"vms": 2}`), 0o644)
 	}
 	if err != nil {
-		fmt.Printf("--- FAIL: rdsvm self-tests: %v\n", err)
-		return tally{failed: 1}
+		return tally{failed: 1}, fmt.Sprintf("--- FAIL: rdsvm self-tests: %v\n", err)
 	}
 	var wg sync.WaitGroup
 	checks := []check{
@@ -748,8 +702,9 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		}()
 	}
 	wg.Wait()
+	var printed strings.Builder
 	for i, c := range checks {
-		fmt.Print(outputs[i])
+		printed.WriteString(outputs[i])
 		r := result{Kernel: release, Package: selfTestPkg, Test: c.name, Outcome: "pass", Elapsed: elapsed[i].Seconds()}
 		if ok[i] {
 			t.passed++
@@ -759,7 +714,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) tally {
 		}
 		results.record(r)
 	}
-	return t
+	return t, printed.String()
 }
 
 func indent(s string) string {
@@ -823,18 +778,14 @@ var crossTargets = []string{
 	"darwin/arm64", "freebsd/amd64", "windows/amd64",
 }
 
-// crossChecks runs go build and go vet for every cross target, two
-// targets at a time (they share the build cache), and go mod tidy -diff.
-// Each failing target, and an untidy go.mod, counts as one failure, shown
-// with its first lines of output.
-func crossChecks() {
-	stage("cross-builds and go mod tidy")
+// startCrossChecks starts go build and go vet for every cross target, two
+// targets at a time (they share the build cache), at the lowest CPU
+// priority. The returned report waits for them, prints their outcome and
+// runs go mod tidy -diff; each failing target, and an untidy go.mod,
+// counts as one failure, shown with its first lines of output.
+func startCrossChecks() (report func()) {
 	t0 := time.Now()
-	type outcome struct {
-		ok  bool
-		out string
-	}
-	res := make([]outcome, len(crossTargets))
+	res := make([]crossOutcome, len(crossTargets))
 	sem := make(chan struct{}, 2)
 	var wg sync.WaitGroup
 	for i, target := range crossTargets {
@@ -846,18 +797,36 @@ func crossChecks() {
 			goos, goarch, _ := strings.Cut(target, "/")
 			env := append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0")
 			for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
-				cmd := exec.Command("go", args...)
+				// nice: the VM tests beside them come first.
+				cmd := exec.Command("nice", append([]string{"-n", "19", "go"}, args...)...)
 				cmd.Env = env
 				out, err := cmd.CombinedOutput()
 				if err != nil {
-					res[i] = outcome{out: fmt.Sprintf("go %s: %v\n%s", strings.Join(args, " "), err, headLines(out, 12))}
+					res[i] = crossOutcome{out: fmt.Sprintf("go %s: %v\n%s", strings.Join(args, " "), err, headLines(out, 12))}
 					return
 				}
 			}
 			res[i].ok = true
 		}()
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return func() {
+		<-done
+		stage("cross-builds and go mod tidy")
+		reportCrossChecks(res, time.Since(t0))
+	}
+}
+
+// crossOutcome is how the build and vet of one cross target went.
+type crossOutcome struct {
+	ok  bool
+	out string
+}
+
+// reportCrossChecks prints the cross-build outcomes, counting each failing
+// target as one failure, and runs go mod tidy -diff.
+func reportCrossChecks(res []crossOutcome, took time.Duration) {
 	var bad []string
 	for i, target := range crossTargets {
 		if res[i].ok {
@@ -869,10 +838,10 @@ func crossChecks() {
 		fail("host", "cross-build "+target)
 	}
 	if len(bad) == 0 {
-		note("cross-builds: all %d targets build and vet cleanly (%s)", len(crossTargets), time.Since(t0).Round(time.Second))
+		note("cross-builds: all %d targets build and vet cleanly (%s, niced beside the other stages)", len(crossTargets), took.Round(time.Second))
 	} else {
 		note("cross-builds: FAILED on %d of %d targets: %s (%s)", len(bad), len(crossTargets),
-			strings.Join(bad, " "), time.Since(t0).Round(time.Second))
+			strings.Join(bad, " "), took.Round(time.Second))
 	}
 	out, err := exec.Command("go", "mod", "tidy", "-diff").CombinedOutput()
 	if err != nil {

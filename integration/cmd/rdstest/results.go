@@ -109,7 +109,7 @@ func (l *resultsLog) packageCounts(kernel, skip string) []string {
 
 // shortPkg drops the module path from an import path.
 func shortPkg(p string) string {
-	const mod = "github.com/go-rds/rds"
+	const mod = modulePath
 	switch {
 	case p == mod:
 		return "."
@@ -180,9 +180,9 @@ func (r *testRun) line(b []byte) {
 	}
 	k := [2]string{e.Package, e.Test}
 	flush := func() {
-		for _, l := range r.buffered[k] {
-			fmt.Fprint(r.out, l)
-		}
+		// One write, so that the output of a test stays together when
+		// several runs print at once.
+		fmt.Fprint(r.out, strings.Join(r.buffered[k], ""))
 	}
 	switch e.Action {
 	case "output", "build-output":

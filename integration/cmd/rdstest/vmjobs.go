@@ -1,0 +1,149 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-rds/rds/integration/internal/kernel"
+)
+
+// vmJob is one go test run of one integration package on one kernel.
+type vmJob struct {
+	kernel string // as asked for: an alias or a package name
+	pkg    string
+	race   bool
+	run    string // -run pattern; "" for all tests
+}
+
+// expectedSeconds is roughly how long each package's VM run takes under
+// TCG (plain build), from earlier CI runs. It only orders the jobs, longest
+// first, so that the run does not end with one long package alone; a
+// package not listed counts as short.
+var expectedSeconds = map[string]int{
+	modulePath + "/integration":             160,
+	modulePath + "/integration/reliability": 140,
+	modulePath + "/integration/rdmafaults":  95,
+	modulePath + "/integration/concurrency": 55,
+}
+
+const modulePath = "github.com/go-rds/rds"
+
+func (j vmJob) expected() int {
+	s, ok := expectedSeconds[j.pkg]
+	if !ok {
+		s = 25
+	}
+	if j.run != "" {
+		s /= 2 // a subset of the package's tests
+	}
+	if j.race {
+		s = s * 3 / 2
+	}
+	return s
+}
+
+// planVMJobs lists the integration runs: every package on every kernel,
+// the race packages built with -race on the first kernel only (a data
+// race is this module's, whatever the kernel; on the others they run as
+// plain builds, faster under TCG) except those whose rdsvm.json asks for
+// -race everywhere, and with -race-run the named tests of package
+// integration a second time under -race on the first kernel.
+func planVMJobs(kernels []string, pkgs integrationPkgs) []vmJob {
+	var jobs []vmJob
+	for ki, k := range kernels {
+		first := ki == 0
+		for _, p := range pkgs.plain {
+			jobs = append(jobs, vmJob{kernel: k, pkg: p, run: *flagRun})
+		}
+		for _, p := range pkgs.race {
+			race := first || slices.Contains(pkgs.needRace, p)
+			jobs = append(jobs, vmJob{kernel: k, pkg: p, race: race, run: *flagRun})
+		}
+		if first && *flagRace && *flagRaceRun != "" && *flagRun == "" {
+			// Package integration stays a plain build for its
+			// allocation tests; its RDMA, barrier and block server
+			// tests run a second time under -race.
+			jobs = append(jobs, vmJob{kernel: k, pkg: modulePath + "/integration", race: true, run: *flagRaceRun})
+		}
+	}
+	// Longest first; among equals, the kernels' order.
+	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].expected() > jobs[j].expected() })
+	return jobs
+}
+
+// runVMJobs runs the jobs, -p at a time across all kernels (so that no
+// kernel waits for the last package of another), and adds each kernel's
+// tally, per-package counts and boot times to the summary, in the
+// kernels' order.
+func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel) {
+	stage(fmt.Sprintf("integration tests: %d package runs on %d kernels, %d at a time", len(jobs), len(kernels), *flagParallel))
+	t0 := time.Now()
+	var (
+		mu      sync.Mutex
+		tallies = map[string]*tally{}
+		stopped bool // -short-circuit saw a failure
+	)
+	for _, k := range kernels {
+		tallies[k] = &tally{}
+	}
+	next := make(chan vmJob)
+	var wg sync.WaitGroup
+	for range max(*flagParallel, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range next {
+				kk := fetched[j.kernel]
+				args := []string{"test", "-tags", "integration", "-exec", rdsvmPath, "-count=1", "-json", "-v", "-timeout", "10m"}
+				env := []string{"RDSVM_KERNEL=" + kk.Spec()}
+				if j.race {
+					args = append(args, "-race")
+					env = append(env, "CGO_ENABLED=1")
+				}
+				if j.run != "" {
+					args = append(args, "-run", j.run)
+				}
+				args = append(args, j.pkg)
+				t, err := goTestJSON(kk.Release, j.race, env, args...)
+				if err != nil {
+					fmt.Printf("rdstest: %v\n", err)
+				}
+				mu.Lock()
+				tallies[j.kernel].add(t)
+				if t.failed > 0 && *flagShort {
+					stopped = true
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, j := range jobs {
+		mu.Lock()
+		stop := stopped
+		mu.Unlock()
+		if stop {
+			break
+		}
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	var all tally
+	for _, k := range kernels {
+		kk := fetched[k]
+		note("kernel %s: %s", kernelLabel(k, kk), *tallies[k])
+		notePackages(kk.Release)
+		for _, b := range bootLines[kk.Release] {
+			summary = append(summary, "  "+b)
+		}
+		all.add(*tallies[k])
+	}
+	note("integration tests on %s: %s (%s)", strings.Join(kernels, ", "), all, time.Since(t0).Round(time.Second))
+	total.add(all)
+}
