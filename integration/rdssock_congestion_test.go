@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"net/netip"
 
 	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/integration/internal/cref"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdssock"
 	"golang.org/x/sys/unix"
@@ -155,11 +157,13 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 //   - if the port is still marked congested, no wake-up could have let a
 //     send; a blocking C sender would wait as well (rds_cong_wait sleeps
 //     until the bit clears). That is the kernel's congestion map going
-//     wrong (see rdssock's BUG note on stale congestion). As for the
+//     wrong (see rdssock's BUG note on stale congestion). The C program
+//     bench/cbaseline/rdsfault.c sends the same probe at once; as for the
 //     other known kernel defects, it is logged as KNOWN KERNEL BUG (also
-//     as a row of rdstest's reliability table) and fails only under
-//     RDSTEST_RELIABILITY_STRICT=1, with a DEVIATION line; the caller
-//     repeats its run on a fresh port pair (retryStale).
+//     as a row of rdstest's reliability table) with a DEVIATION line, and
+//     under RDSTEST_RELIABILITY_STRICT=1 it fails unless the C probe was
+//     refused as well; the caller repeats its run on a fresh port pair
+//     (retryStale).
 func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	t.Helper()
 	b.SetReadDeadline(time.Time{}) // it has passed; the peek must not wait anyway
@@ -180,23 +184,41 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	if !errors.Is(perr, rdssock.ErrCongested) {
 		t.Fatalf("%s; the sender is still waiting: a lost congestion wake-up (a probe send to the port: %v; %s)", what, perr, counters)
 	}
-	msg := fmt.Sprintf("KNOWN KERNEL BUG: %s; the sender waits because the kernel still marks %v congested after its receiver drained it (%s)",
-		what, b.LocalAddrPort(), counters)
+	// The same probe from plain C at once: refused too, the stale map is
+	// the kernel's.
+	bin, err := filepath.Abs(cFaultBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cref.ProbeCongestion(bin, "", a.LocalAddrPort().Addr(), b.LocalAddrPort())
+	if err != nil {
+		t.Fatalf("%s; the C congestion probe: %v (rdstest builds %s; by hand: gcc -O2 -static -o integration/%s bench/cbaseline/rdsfault.c)", what, err, cFaultBin, cFaultBin)
+	}
+	msg := fmt.Sprintf("KNOWN KERNEL BUG: %s; the sender waits because the kernel still marks %v congested after its receiver drained it (%s); the C probe at the same moment: %v",
+		what, b.LocalAddrPort(), counters, cp)
 	strict := os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1"
-	st := 0
+	st, c, basis := 0, 0, "none"
 	if strict {
 		st = 1
 	}
-	// The format of integration/reliability's deviation lines; stale
-	// congestion has no bound and no C reproduction (basis none).
-	t.Logf("DEVIATION|stale-congestion|kernel=%s|test=%s|go=1|bound=-1|c=-1|basis=none|strict=%d", vmtest.KernelRelease(), t.Name(), st)
-	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s)",
-		vmtest.KernelRelease(), b.LocalAddrPort(), what)
-	if strict {
-		t.Fatal(msg)
+	if cp == cref.ProbeCongested {
+		c, basis = 1, "c"
+	}
+	// The format of integration/reliability's deviation lines: stale
+	// congestion has no bound; it counts as reproduced when the C probe
+	// was refused as well.
+	t.Logf("DEVIATION|stale-congestion|kernel=%s|test=%s|go=1|bound=-1|c=%d|basis=%s|strict=%d", vmtest.KernelRelease(), t.Name(), c, basis, st)
+	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s); C probe %v",
+		vmtest.KernelRelease(), b.LocalAddrPort(), what, cp)
+	if strict && basis == "none" {
+		t.Fatal(msg + " [strict: the C probe was not refused]")
 	}
 	t.Log(msg)
 }
+
+// cFaultBin is bench/cbaseline/rdsfault.c, built on the host into this
+// package's testdata (rdstest does it before the integration stage).
+const cFaultBin = "testdata/rdsfault-c"
 
 // TestIntegrationRdssockWaitCongestedDeadline: a wait for congestion to
 // clear ends at the write deadline with a timeout error; WriteBatch reports

@@ -29,6 +29,18 @@
 // POLLOUT on EAGAIN, as a non-blocking application (and the Go library)
 // does; the kernel then does not hold their first messages back until the
 // multipath handshake is done.
+//
+// usage: rdsfault-c probe=PORT local=ADDR peer=ADDR [sendns=PATH]
+// The congestion probe: one new socket bound to local (a port the kernel
+// picks, in sendns=) sends one empty message to peer:PORT with
+// MSG_DONTWAIT, as the Go tests' probe of a destination that stays
+// congested does, and prints
+//
+//   RDSFAULT-PROBE|result=congested   (ENOBUFS: the kernel marks the port congested)
+//   RDSFAULT-PROBE|result=sent
+//   RDSFAULT-PROBE|result=error|errno=N|error=TEXT
+//
+// IPv4 or IPv6 addresses.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -179,16 +191,62 @@ static int parse_addr(const char *s, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, s, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
+/* congestion_probe is probe mode (see the top of the file). */
+static int congestion_probe(const char *local, const char *peer, int port)
+{
+	struct sockaddr_storage me = {0}, to = {0};
+	socklen_t len;
+	int family = strchr(local, ':') ? AF_INET6 : AF_INET;
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&me, *b = (struct sockaddr_in6 *)&to;
+		a->sin6_family = b->sin6_family = AF_INET6;
+		if (inet_pton(AF_INET6, local, &a->sin6_addr) != 1 || inet_pton(AF_INET6, peer, &b->sin6_addr) != 1)
+			return 2;
+		b->sin6_port = htons(port);
+		len = sizeof(struct sockaddr_in6);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&me, *b = (struct sockaddr_in *)&to;
+		a->sin_family = b->sin_family = AF_INET;
+		if (inet_pton(AF_INET, local, &a->sin_addr) != 1 || inet_pton(AF_INET, peer, &b->sin_addr) != 1)
+			return 2;
+		b->sin_port = htons(port);
+		len = sizeof(struct sockaddr_in);
+	}
+	if (sendns) {
+		int ns = open(sendns, O_RDONLY);
+		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
+			die(sendns);
+		close(ns);
+	}
+	int fd = socket(AF_RDS, SOCK_SEQPACKET, 0);
+	if (fd < 0)
+		die("socket(AF_RDS)");
+	if (bind(fd, (struct sockaddr *)&me, len) < 0)
+		die("bind");
+	if (sendto(fd, NULL, 0, MSG_DONTWAIT, (struct sockaddr *)&to, len) == 0)
+		printf("RDSFAULT-PROBE|result=sent\n");
+	else if (errno == ENOBUFS)
+		printf("RDSFAULT-PROBE|result=congested\n");
+	else
+		printf("RDSFAULT-PROBE|result=error|errno=%d|error=%s\n", errno, strerror(errno));
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *netns = NULL;
+	const char *local_arg = NULL, *peer_arg = NULL;
+	int probe_port = 0;
 	int have_local = 0, have_peer = 0;
 	for (int i = 1; i < argc; i++) {
 		char *a = argv[i];
 		if (!strncmp(a, "local=", 6))
-			have_local = parse_addr(a + 6, &local_sa) == 0;
+			local_arg = a + 6, have_local = parse_addr(a + 6, &local_sa) == 0;
 		else if (!strncmp(a, "peer=", 5))
-			have_peer = parse_addr(a + 5, &peer_sa) == 0;
+			peer_arg = a + 5, have_peer = parse_addr(a + 5, &peer_sa) == 0;
+		else if (!strncmp(a, "probe=", 6))
+			probe_port = atoi(a + 6);
 		else if (!strncmp(a, "port=", 5))
 			port_base = atoi(a + 5);
 		else if (!strncmp(a, "netns=", 6))
@@ -209,6 +267,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "rdsfault-c: unknown argument %s\n", a);
 			return 2;
 		}
+	}
+	if (probe_port > 0 && probe_port <= 65535 && local_arg && peer_arg) {
+		int rc = congestion_probe(local_arg, peer_arg, probe_port);
+		if (rc == 2)
+			fprintf(stderr, "rdsfault-c: probe: local= and peer= must be IPv4 or IPv6 addresses of one family\n");
+		return rc;
 	}
 	if (!have_local || !have_peer || port_base <= 0 || port_base > 65535 - MAXSENDERS ||
 	    nsenders < 1 || nsenders > MAXSENDERS) {

@@ -50,10 +50,17 @@ func startCFlow(t *testing.T) *cFlow {
 		"port="+strconv.Itoa(int(base)), "netns="+nsPath(peer), "senders=2", "pace_us=2000", "idle_ms=5000")
 }
 
-// startCFresh starts rdsfault-c sending n messages at once from from (in
-// namespace s) to to, the first messages on a brand-new connection, with
-// no warm-up and non-blocking sends (as the Go senders); with bothWays a second one sends n the other way at the
-// same moment. It returns nil if the program was not built.
+// cFreshSenders is how many C sockets send on each fresh connection beside
+// the one Go sender: each hashes to its own path, so the C side meets the
+// kernel's fresh-connection deviations (lane switch, accept-discard) in
+// more runs than a single socket would.
+const cFreshSenders = 4
+
+// startCFresh starts rdsfault-c: cFreshSenders sockets each send n
+// messages at once from from (in namespace s) to to, the first messages on
+// a brand-new connection, with no warm-up and non-blocking sends (as the
+// Go senders); with bothWays a second one does the same the other way at
+// the same moment. It returns nil if the program was not built.
 func startCFresh(t *testing.T, s side, from, to netip.Addr, n int, bothWays bool) []*cFlow {
 	t.Helper()
 	type way struct {
@@ -71,13 +78,15 @@ func startCFresh(t *testing.T, s side, from, to netip.Addr, n int, bothWays bool
 	var cs []*cFlow
 	for _, w := range ways {
 		base := port()
-		port() // the sender's port base+1
+		for range cFreshSenders {
+			port() // the senders' ports base+1...
+		}
 		recvSide := peer
 		if w.s == peer {
 			recvSide = local
 		}
 		args := []string{"local=" + w.from.String(), "peer=" + w.to.String(), "port=" + strconv.Itoa(int(base)),
-			"senders=1", "pace_us=0", "idle_ms=3000", "count=" + strconv.Itoa(n), "nonblock=1"}
+			"senders=" + strconv.Itoa(cFreshSenders), "pace_us=0", "idle_ms=3000", "count=" + strconv.Itoa(n), "nonblock=1"}
 		if recvSide == peer {
 			args = append(args, "netns="+nsPath(peer))
 		}

@@ -269,7 +269,7 @@ func TestFreshConnection(t *testing.T) {
 				for _, c := range cfs {
 					cr := c.stop(t)
 					t.Logf("run %d: C flow (rdsfault-c, non-blocking sends) on the same fresh connection: %+v", i, cr)
-					if cr.accepted != n || cr.corrupt != 0 || cr.senderr != 0 {
+					if cr.accepted != cFreshSenders*n || cr.corrupt != 0 || cr.senderr != 0 {
 						t.Errorf("run %d: the C flow did not run cleanly beside the Go flow: %+v", i, cr)
 					}
 					cLost += cr.lost

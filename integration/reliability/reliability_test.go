@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rds/rds/integration/internal/cref"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/netlinkcfg"
 	"github.com/go-rds/rds/rdssock"
@@ -271,6 +273,10 @@ type sender struct {
 	congested int // ErrCongested results (each retried)
 	// acceptedNow mirrors accepted for readers while the sender runs.
 	acceptedNow atomic.Int64
+	// cProbed says the C congestion probe ran when the sender stopped for
+	// stale congestion, and cProbe what it saw.
+	cProbed bool
+	cProbe  cref.ProbeResult
 	// wireBytes[seq] is the length of accepted message seq (the RDS
 	// payload, without the kernel's header).
 	wireBytes []int
@@ -359,10 +365,26 @@ func (s *sender) probe() error {
 	if q1+q2 > 0 {
 		return fmt.Errorf("the receiver had %d and %d messages queued around the probe (probe send: %v): it fell behind", q1, q2, perr)
 	}
-	if errors.Is(perr, rdssock.ErrCongested) {
-		return errStaleCongestion
+	if !errors.Is(perr, rdssock.ErrCongested) {
+		return fmt.Errorf("yet a probe send from a new socket returned %v", perr)
 	}
-	return fmt.Errorf("yet a probe send from a new socket returned %v", perr)
+	// The same probe from plain C, at once: if the kernel refuses it too,
+	// the stale map is the kernel's, not this library's.
+	ns := ""
+	if s.side == peer {
+		ns = nsPath(peer)
+	}
+	bin, err := filepath.Abs(cFaultBin)
+	if err != nil {
+		return err
+	}
+	cp, err := cref.ProbeCongestion(bin, ns, s.c.LocalAddrPort().Addr(), s.to)
+	if err != nil {
+		return err
+	}
+	s.cProbe = cp
+	s.cProbed = true
+	return errStaleCongestion
 }
 
 // queuedAt counts the messages on the receive queue of port to, read from
@@ -395,8 +417,9 @@ func queuedAt(to netip.AddrPort) (int, error) {
 // judgeSender reports a sender's error. A stop for stale congestion
 // (errStaleCongestion, judged at the probe) is logged as KNOWN KERNEL BUG,
 // with a stale-congestion row for rdstest's reliability table and a
-// DEVIATION line; it has no C reproduction and no bound, so it fails under
-// RDSTEST_RELIABILITY_STRICT=1. Any other error fails the test.
+// DEVIATION line whose C count says whether rdsfault-c's probe, sent at
+// the same moment, was refused as congested too; without that it fails
+// under RDSTEST_RELIABILITY_STRICT=1. Any other error fails the test.
 func judgeSender(t testing.TB, s *sender) {
 	t.Helper()
 	if s.err == nil {
@@ -406,10 +429,17 @@ func judgeSender(t testing.TB, s *sender) {
 		t.Error(s.err)
 		return
 	}
-	msg := fmt.Sprintf("KNOWN KERNEL BUG: %v, although its receive queue was empty at the probe", s.err)
-	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s)",
-		vmtest.KernelRelease(), s.to, t.Name())
-	judged(t, deviation(t, "stale-congestion", 1, -1, -1, false), msg)
+	c := -1
+	if s.cProbed {
+		c = 0
+		if s.cProbe == cref.ProbeCongested {
+			c = 1
+		}
+	}
+	msg := fmt.Sprintf("KNOWN KERNEL BUG: %v, although its receive queue was empty at the probe; the C probe at the same moment: %v", s.err, s.cProbe)
+	t.Logf("RELIABILITY|stale-congestion|kernel=%s|port=%v|outcome=KNOWN KERNEL BUG: port still congested after its receiver drained it (%s); C probe %v",
+		vmtest.KernelRelease(), s.to, t.Name(), s.cProbe)
+	judged(t, deviation(t, "stale-congestion", 1, -1, c, false), msg)
 }
 
 // strict reports whether RDSTEST_RELIABILITY_STRICT=1 asks that a kernel

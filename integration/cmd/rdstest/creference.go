@@ -18,6 +18,7 @@ import (
 var cReferences = []struct{ src, bin string }{
 	{"bench/cbaseline/useonce.c", "integration/rdmafaults/testdata/useonce-c"},
 	{"bench/cbaseline/rdsfault.c", "integration/reliability/testdata/rdsfault-c"},
+	{"bench/cbaseline/rdsfault.c", "integration/testdata/rdsfault-c"},
 }
 
 // buildCReferences compiles cReferences, relative to the repository root.

@@ -1,0 +1,66 @@
+// Package cref runs the plain C reference programs of bench/cbaseline that
+// integration tests put beside the Go code in the same VM run: a kernel
+// deviation a test accepts must show in C too (see TESTING.md).
+package cref
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+)
+
+// ProbeResult is what rdsfault-c's congestion probe saw.
+type ProbeResult int
+
+const (
+	// ProbeSent: the kernel took the probe message.
+	ProbeSent ProbeResult = iota
+	// ProbeCongested: the kernel refused it with ENOBUFS, the port being
+	// marked congested in its map.
+	ProbeCongested
+)
+
+func (r ProbeResult) String() string {
+	if r == ProbeCongested {
+		return "congested"
+	}
+	return "sent"
+}
+
+// ProbeCongestion runs bin (rdsfault-c, built from
+// bench/cbaseline/rdsfault.c) in probe mode: a new C socket bound to from,
+// in the network namespace named by the file ns ("" for the caller's),
+// sends one empty message to to with MSG_DONTWAIT. Any other outcome than
+// sent or refused as congested is an error.
+func ProbeCongestion(bin, ns string, from netip.Addr, to netip.AddrPort) (ProbeResult, error) {
+	args := []string{fmt.Sprintf("probe=%d", to.Port()), "local=" + from.Unmap().String(), "peer=" + to.Addr().Unmap().String()}
+	if ns != "" {
+		args = append(args, "sendns="+ns)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return parseProbe(string(out))
+}
+
+// parseProbe reads the RDSFAULT-PROBE line of the probe's output.
+func parseProbe(out string) (ProbeResult, error) {
+	for _, l := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "RDSFAULT-PROBE|")
+		if !ok {
+			continue
+		}
+		switch {
+		case rest == "result=congested":
+			return ProbeCongested, nil
+		case rest == "result=sent":
+			return ProbeSent, nil
+		default:
+			return 0, fmt.Errorf("C congestion probe: %s", rest)
+		}
+	}
+	return 0, fmt.Errorf("C congestion probe printed no result: %q", out)
+}
