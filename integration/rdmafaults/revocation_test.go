@@ -112,10 +112,11 @@ func TestRevocationGap(t *testing.T) {
 // deliver its immediate data, and leave memory alone.
 //
 // The refusal is a remote access error (6.1, 6.12). Linux 7.2 sometimes
-// reports it as dropped instead; that is accepted only as far as the plain
-// C reference (bench/cbaseline/useonce.c), run first in the same VM, shows
+// reports it as dropped instead, or reports nothing before the deadline
+// (the connection not yet back); that is accepted only as far as the plain
+// C reference (bench/cbaseline/useonce.c), run once in the same VM, shows
 // it too: C must have seen it, and the Go count must be plausible at the
-// rate C's count allows (see plausibleAsC). The likely cause, from the
+// rate C's count allows (see judgeDeadKeyWrites). The likely cause, from the
 // source: 7.2's rxe responder (not 6.1's or 6.12's) raises
 // IB_EVENT_QP_ACCESS_ERR on an rkey violation before it sends the NAK, so
 // RDS on the registering side drops the connection at once; when the
@@ -126,8 +127,8 @@ func TestRevocationGap(t *testing.T) {
 // retransmits RDMA).
 func TestUseOnceKey(t *testing.T) {
 	vmtest.Require(t)
-	const trials, cTrials = 3, 40
-	c := runUseOnceC(t, cTrials)
+	const trials = 3
+	c := useOnceReference(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ps := os.Getpagesize()
@@ -170,9 +171,6 @@ func TestUseOnceKey(t *testing.T) {
 			st = p.write(t, ctx, ck, 0, sreg.Span(2*ps, ps), "third", 10*time.Second)
 			later.add(st)
 			t.Logf("trial %d: TOS %d: later %v", i, p.tos, st)
-			if st != barrier.RemoteError && st != barrier.Dropped {
-				t.Errorf("trial %d: write with a use-once key a second after its use: %v, want remote error", i, st)
-			}
 			if !allByte(creg.Bytes(), want) {
 				t.Errorf("trial %d: the refused write changed memory", i)
 			}
@@ -185,13 +183,7 @@ func TestUseOnceKey(t *testing.T) {
 		}
 		sreg.Close()
 	}
-	if later.dropped > 0 {
-		ok, why := plausibleAsC(later.dropped, later.ops, c["later"].dropped, c["later"].ops)
-		t.Logf("kernel: use-once refusal as DROPPED reproduced in C: Go %d/%d, C %d/%d (%s)", later.dropped, later.ops, c["later"].dropped, c["later"].ops, why)
-		if !ok {
-			t.Errorf("a write with a use-once key a second after its use was dropped %d/%d times, want remote error: the C reference does not account for it (%s)", later.dropped, later.ops, why)
-		}
-	}
+	judgeDeadKeyWrites(t, "a use-once key a second after its use", later, c)
 	reliability(t, "use-once/first-use", first, "every first use succeeded")
 	reliability(t, "use-once/second-use-at-once", second, fmt.Sprintf("landed %d/%d (key dies only after the deferred flush)", second.success, trials))
 	reliability(t, "use-once/use-1s-later", later, fmt.Sprintf("refused %d/%d (remote error %d, dropped %d; C dropped %d/%d), memory unchanged", later.remote+later.dropped, later.ops, later.remote, later.dropped, c["later"].dropped, c["later"].ops))
@@ -202,13 +194,16 @@ func TestUseOnceKey(t *testing.T) {
 // RDMA WRITE with the old cookie may still land (the gap), but only in
 // that buffer: it is never lent again before the peer confirms, and every
 // other buffer, lent meanwhile and holding other data, is untouched.
-// After the confirmation the buffer returns with a new key.
+// After the confirmation the buffer returns with a new key, and a stray
+// write with the old cookie is refused without touching it (its status is
+// judged like TestUseOnceKey's writes into a dead key).
 func TestPoolQuarantine(t *testing.T) {
 	vmtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ps := os.Getpagesize()
 	const rounds, nbuf = 3, 4
+	ref := useOnceReference(t)
 	var c, stray tally
 	landed := 0
 	for r := range rounds {
@@ -304,8 +299,9 @@ func TestPoolQuarantine(t *testing.T) {
 		st = p.write(t, ctx, cmsg.Cookie(ck), 0, sreg.Span(0, ps), "stray", 10*time.Second)
 		stray.add(st)
 		sreg.Close()
-		if st != barrier.RemoteError || !allByte(b.Bytes(), 0xD0) {
-			t.Errorf("round %d: stray write with the old cookie after confirmation: %v; reused buffer intact: %v", r, st, allByte(b.Bytes(), 0xD0))
+		t.Logf("round %d: stray write with the old cookie after confirmation: %v", r, st)
+		if !allByte(b.Bytes(), 0xD0) {
+			t.Errorf("round %d: the stray write with the old cookie (%v) changed the reused buffer", r, st)
 		}
 		for _, o := range append(others, b) {
 			o.Release()
@@ -315,6 +311,7 @@ func TestPoolQuarantine(t *testing.T) {
 		}
 		p.client.close() // the stray write's error: see TestBogusAndStaleCookies
 	}
+	judgeDeadKeyWrites(t, "the pool's old cookie after confirmation", stray, ref)
 	reliability(t, "pool-quarantine/late-write", c, fmt.Sprintf("late write landed %d/%d, always in the quarantined buffer only", landed, rounds))
 	reliability(t, "pool-quarantine/stray-after-confirm", stray, fmt.Sprintf("refused %d/%d, reused buffer intact", stray.remote, stray.ops))
 }
