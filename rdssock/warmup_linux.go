@@ -332,10 +332,17 @@ func (w *warmUps) isReady(peer netip.Addr) bool {
 	return ok
 }
 
+// maxReadyPeers bounds the peers a Conn remembers as warmed up, so that a
+// socket answering very many peers (hostile ones among them, with forged
+// addresses) keeps bounded memory and copy work. Past it the set starts
+// over: a forgotten peer's next send warms up again, which costs one ping
+// round trip on a connection that is already up.
+const maxReadyPeers = 4096
+
 // markReadyLocked records that sends to peer need no warm-up.
 func (w *warmUps) markReadyLocked(peer netip.Addr) {
 	next := make(map[netip.Addr]struct{})
-	if m := w.ready.Load(); m != nil {
+	if m := w.ready.Load(); m != nil && len(*m) < maxReadyPeers {
 		for p := range *m {
 			next[p] = struct{}{}
 		}

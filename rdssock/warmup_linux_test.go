@@ -40,3 +40,26 @@ func TestWarmedUpKnownPeerAllocs(t *testing.T) {
 		t.Fatalf("warmedUp for a known peer: %v allocations, want 0", allocs)
 	}
 }
+
+// TestReadyPeersBounded checks that the set of warmed-up peers stays
+// within maxReadyPeers however many peers a Conn sends to, and that the
+// newest peer is always remembered.
+func TestReadyPeersBounded(t *testing.T) {
+	var w warmUps
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last netip.Addr
+	for i := range 3*maxReadyPeers + 7 {
+		last = netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		w.markReadyLocked(last)
+		if n := len(*w.ready.Load()); n > maxReadyPeers {
+			t.Fatalf("after %d peers the ready set holds %d, more than %d", i+1, n, maxReadyPeers)
+		}
+	}
+	if !w.isReady(last) {
+		t.Fatal("the newest peer was forgotten")
+	}
+	if w.isReady(netip.AddrFrom4([4]byte{10, 0, 0, 0})) {
+		t.Fatal("the first of many peers is still remembered: the set never started over")
+	}
+}
