@@ -39,12 +39,16 @@ type batchOp struct {
 
 	recv func(fd uintptr) bool
 	send func(fd uintptr) bool
+
+	tryRecv, trySend firstTry // see msgOp
 }
 
 var batchPool = sync.Pool{New: func() any {
 	op := new(batchOp)
 	op.recv = op.doRecv
 	op.send = op.doSend
+	op.tryRecv.bind(op.recv)
+	op.trySend.bind(op.send)
 	return op
 }}
 
@@ -276,7 +280,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	}
 	op.numericZone = c.otherNS
 	op.spin.limit = time.Duration(c.busyPoll.Load())
-	perr := c.wait(ctx, false, op.recv)
+	perr := c.wait(ctx, false, op.recv, &op.tryRecv)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)
@@ -314,7 +318,7 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 		return 0, opError("write", c.LocalAddr(), nil, err)
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.wait(ctx, true, op.send)
+	perr := c.wait(ctx, true, op.send, &op.trySend)
 	n, errno := op.n, op.errno
 	for i := range n {
 		ms[i].N = int(op.hdrs[i].len)

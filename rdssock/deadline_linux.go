@@ -20,6 +20,22 @@ import (
 // deadlineMux, which applies the earliest of them all. A goroutine woken by
 // someone else's deadline finds its own not reached and waits again.
 
+// firstTry runs a poller callback once, outside the poller (through
+// RawConn.Control), and records whether it finished. Ops bind it once, so
+// a try allocates nothing.
+type firstTry struct {
+	f    func(fd uintptr) bool
+	run  func(fd uintptr) // bound to do
+	done bool
+}
+
+func (t *firstTry) bind(f func(uintptr) bool) {
+	t.f = f
+	t.run = t.do
+}
+
+func (t *firstTry) do(fd uintptr) { t.done = t.f(fd) }
+
 // deadlineMux arbitrates one direction's poller deadline.
 type deadlineMux struct {
 	mu      sync.Mutex
@@ -96,8 +112,19 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 // wait runs f in the poller (read or write side) until f reports done, the
 // application's deadline passes, ctx ends (ctx may be nil), or the socket
 // is closed.
-func (c *Conn) wait(ctx context.Context, write bool, f func(uintptr) bool) error {
+//
+// With a context that can end, try (if not nil) first runs f once outside
+// the poller: most calls find the socket ready, and then they skip the
+// deadline bookkeeping of a cancelable wait, which costs more than the
+// system call itself.
+func (c *Conn) wait(ctx context.Context, write bool, f func(uintptr) bool, try *firstTry) error {
 	if ctx != nil && ctx.Done() != nil {
+		if try != nil && ctx.Err() == nil {
+			try.done = false
+			if c.rc.Control(try.run) == nil && try.done {
+				return nil
+			}
+		}
 		return c.waitContext(ctx, write, f)
 	}
 	poll, mux := c.rc.Read, &c.readDeadline

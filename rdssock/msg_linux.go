@@ -41,12 +41,16 @@ type msgOp struct {
 
 	recv func(fd uintptr) bool // bound to doRecv
 	send func(fd uintptr) bool // bound to doSend
+
+	tryRecv, trySend firstTry // recv and send, once outside the poller
 }
 
 var opPool = sync.Pool{New: func() any {
 	op := new(msgOp)
 	op.recv = op.doRecv
 	op.send = op.doSend
+	op.tryRecv.bind(op.recv)
+	op.trySend.bind(op.send)
 	return op
 }}
 
@@ -264,7 +268,7 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	if ownCtl {
 		op.useOwnControl()
 	}
-	perr := c.wait(ctx, false, op.recv)
+	perr := c.wait(ctx, false, op.recv, &op.tryRecv)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
@@ -326,7 +330,7 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 		op.hdr.Namelen = sl
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.wait(ctx, true, op.send)
+	perr := c.wait(ctx, true, op.send, &op.trySend)
 	n, errno := op.n, op.errno
 	putOp(op)
 	switch {

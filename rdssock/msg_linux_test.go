@@ -211,6 +211,62 @@ func TestAllocReadWriteMsg(t *testing.T) {
 	}
 }
 
+// TestAllocReadWriteMsgCancelableContext checks that a send and a receive
+// with a context that can end allocate nothing when the socket is ready:
+// they try the system call before arming the context's deadline.
+func TestAllocReadWriteMsgCancelableContext(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items; allocation counts are meaningless")
+	}
+	a, b := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	payload := make([]byte, 256)
+	buf := make([]byte, 512)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := a.WriteMsgContext(ctx, payload, nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("WriteMsgContext+ReadMsgContext on a ready socket allocated %v times per call; want 0", allocs)
+	}
+	// A read that must wait still ends with its context.
+	short, stop := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer stop()
+	if _, _, _, _, err := b.ReadMsgContext(short, buf, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReadMsgContext on an empty socket: %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// BenchmarkWriteReadMsgCancelableContext measures a send and a receive with a
+// context that can end (the sender's and receiver's usual case) against
+// BenchmarkWriteReadMsg.
+func BenchmarkWriteReadMsgCancelableContext(b *testing.B) {
+	x, y, err := socketpairConns()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer x.Close()
+	defer y.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	payload := make([]byte, 64)
+	buf := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := x.WriteMsgContext(ctx, payload, nil, noAddr); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, _, _, err := y.ReadMsgContext(ctx, buf, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkWriteReadMsg(b *testing.B) {
 	x, y, err := socketpairConns()
 	if err != nil {
