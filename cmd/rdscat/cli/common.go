@@ -97,7 +97,10 @@ func (s *sockFlags) register(fs *flag.FlagSet) {
 // config builds a rdssock.Config. The returned namespace (nil for the
 // current one) must be closed by the caller after the socket is made.
 func (s *sockFlags) config() (*rdssock.Config, *netlinkcfg.Namespace, error) {
-	cfg := &rdssock.Config{SendBuffer: int(s.sndbuf), ReceiveBuffer: int(s.rcvbuf), BusyPoll: s.busyPoll}
+	// WaitCongested: a send to a congested port waits in the runtime
+	// poller for the kernel's update, as a blocking C socket would,
+	// instead of sleeping and trying again.
+	cfg := &rdssock.Config{SendBuffer: int(s.sndbuf), ReceiveBuffer: int(s.rcvbuf), BusyPoll: s.busyPoll, WaitCongested: true}
 	if s.busyPoll < 0 {
 		return nil, nil, usagef("-busy-poll must not be negative (0 waits at once)")
 	}

@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/rdssock"
 )
@@ -175,21 +178,53 @@ func writeFileAtomic(name, data string) error {
 	return os.Rename(tmp, name)
 }
 
-// sendRetry sends one message, retrying while the destination port is
-// congested, for up to wait.
+// sendRetry sends one message, waiting for up to wait while the
+// destination port is congested or the send buffer is full.
 func sendRetry(e *env, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration) error {
-	deadline := time.Now().Add(wait)
+	return sendWait(e.ctx, c, b, to, wait, nil)
+}
+
+// sendWait sends b to `to`. The common case is one non-blocking sendmsg
+// that allocates nothing. When the port is congested (counted in
+// congested, if given), the send buffer is full, or the connection is still
+// being warmed up, it waits in the runtime poller for up to wait (0: until
+// ctx ends): rdscat's sockets use Config.WaitCongested, so the kernel's
+// congestion update wakes the send, as it wakes a blocking C socket.
+func sendWait(ctx context.Context, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration, congested *atomic.Uint64) error {
+	_, err := c.WriteMsgFlags(ctx, b, nil, to, unix.MSG_DONTWAIT)
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, rdssock.ErrCongested):
+		if congested != nil {
+			congested.Add(1)
+		}
+	case errors.Is(err, unix.EAGAIN):
+	default:
+		return explain(err, to)
+	}
+	wctx := ctx
+	if wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+	}
 	for backoff := 100 * time.Microsecond; ; {
-		_, err := c.WriteMsgContext(e.ctx, b, nil, to)
-		if err == nil || !errors.Is(err, rdssock.ErrCongested) {
+		_, err = c.WriteMsgContext(wctx, b, nil, to)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wctx.Err() != nil:
+			return timeoutf("%v stayed congested, or the send buffer full, for %v: the receiver is not reading", to, wait)
+		case !errors.Is(err, rdssock.ErrCongested):
 			return explain(err, to)
 		}
-		if time.Now().After(deadline) {
-			return timeoutf("%v stayed congested for %v: the receiver is not reading", to, wait)
-		}
+		// A socket without Config.WaitCongested: poll.
 		select {
-		case <-e.ctx.Done():
-			return e.ctx.Err()
+		case <-wctx.Done():
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 20*time.Millisecond)

@@ -38,7 +38,11 @@ Modes:
   rr      request/response: each request of -size bytes is answered by an
           ack of -ack-size bytes; latency is request to ack
   oneway  the sender streams messages of -size bytes with no answers,
-          retrying while the receiver's port is congested
+          waiting (like a blocking socket) while the receiver's port is
+          congested; the summary counts those waits
+
+Each sender task is one goroutine with one socket: it sends until -depth
+requests are unanswered, then reads an answer, as a C poll loop does.
 
 RDMA mode (-rdma write or -rdma read, instead of -mode; RDS/IB addresses
 only): the receiver registers -depth buffers of -rdma-size bytes per sender
@@ -703,11 +707,10 @@ func (r *receiver) report() *receiverReport {
 type senderTask struct {
 	id      uint16
 	c       *rdssock.Conn
-	hist    *hist.Histogram // written by the task's reader only
+	hist    *hist.Histogram // written by the task's goroutine only
 	sent    uint64
 	acked   atomic.Uint64
 	counted uint64
-	finAck  chan stressHdr
 	rdma    *rdmaTask // RDMA mode
 }
 
@@ -742,8 +745,11 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 			if cfg.SendBuffer == 0 {
 				cfg.SendBuffer = max(bufferFor(big), 2*o.depth*int(o.size))
 			}
-			if cfg.ReceiveBuffer == 0 && big > 64<<10 {
-				cfg.ReceiveBuffer = 4 * big
+			// Room for every answer in flight (rr): a task reads none
+			// while its send waits for a congested receiver, and the
+			// receiver must not wait for this port meanwhile.
+			if need := max(2*o.depth*int(o.ackSize), 4*big); cfg.ReceiveBuffer == 0 && need > 256<<10 {
+				cfg.ReceiveBuffer = need
 			}
 			cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
 		})
@@ -751,7 +757,7 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 			s.close()
 			return nil, err
 		}
-		t := &senderTask{id: uint16(i), c: c, hist: hist.New(7), finAck: make(chan stressHdr, 1)}
+		t := &senderTask{id: uint16(i), c: c, hist: hist.New(7)}
 		s.tasks = append(s.tasks, t)
 		if o.rdma != "" {
 			if err := o.newRDMATask(s, t); err != nil {
@@ -797,64 +803,56 @@ func (s *sender) run(ctx context.Context, e *env) error {
 	return first
 }
 
+// runTask is one task of the sender: a single goroutine that sends until
+// -depth requests are unanswered (rr), then reads one answer, and so on,
+// the way a C program's poll loop does; in oneway mode it only sends. The
+// answers and the receiver's final count are read by this goroutine too,
+// so no message is handed between goroutines.
 func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o := s.o
 	rr := o.mode == "rr"
 	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
-	tokens := make(chan struct{}, o.depth)
-	readerDone := make(chan error, 1)
-	go func() { readerDone <- s.readTask(ctx, t, tokens) }()
-
 	msg := make([]byte, o.size)
 	for i := range msg[stressHeader:] {
 		msg[stressHeader+i] = byte(i)
 	}
+	buf := make([]byte, maxMessage+1)
 	typ := uint8(typeData)
 	if rr {
 		typ = typeReq
 	}
+	unanswered := 0
 	var err error
-loop:
 	for o.count == 0 || t.sent < uint64(o.count) {
-		if rr {
-			select {
-			case tokens <- struct{}{}:
-			case <-sendCtx.Done():
-				break loop
+		if rr && unanswered == o.depth {
+			if _, err = s.readTask(sendCtx, t, buf, typeAck); err != nil {
+				break
 			}
+			unanswered--
+			continue
 		}
 		if sendCtx.Err() != nil {
-			if rr {
-				<-tokens // taken for a request that is not sent
-			}
 			break
 		}
 		h := stressHdr{typ: typ, task: t.id, run: s.runID, seq: t.sent, ts: monoNow(), aux: uint32(o.ackSize)}
 		h.put(msg)
-		if rr {
-			// Counted before the send: the answer can arrive, and be
-			// counted off, before the send call returns.
-			s.inflight.Add(1)
-		}
-		if err = s.send(sendCtx, t, msg); err != nil {
-			if rr {
-				s.inflight.Add(^uint64(0))
-			}
-			if sendCtx.Err() != nil && ctx.Err() == nil {
-				err = nil // the duration ended during a congested wait
-				if rr {
-					<-tokens
-				}
-			}
+		if err = sendWait(sendCtx, t.c, msg, s.dst, 0, &s.congested); err != nil {
 			break
 		}
 		t.sent++
 		s.msgs.Add(1)
 		s.bytes.Add(uint64(len(msg)))
+		if rr {
+			unanswered++
+			s.inflight.Add(1)
+		}
 	}
 	s.markEnd()
+	if err != nil && sendCtx.Err() != nil && ctx.Err() == nil {
+		err = nil // the duration ended while waiting
+	}
 	if err != nil {
 		s.errs.Add(1)
 		return fmt.Errorf("task %d: %w", t.id, err)
@@ -862,28 +860,25 @@ loop:
 	if ctx.Err() != nil {
 		return nil // interrupted
 	}
-	// Wait for the acks still in flight, then exchange counts.
-	if rr {
-		deadline := time.After(o.timeout)
-		for i := 0; i < o.depth; i++ {
-			select {
-			case tokens <- struct{}{}:
-			case <-deadline:
-				return timeoutf("task %d: %d requests unanswered after %v", t.id, t.sent-t.acked.Load(), o.timeout)
-			case err := <-readerDone:
-				if err == nil {
-					err = errors.New("the socket closed")
-				}
-				return fmt.Errorf("task %d: waiting for acks: %w", t.id, err)
+	// Wait for the answers still due, then exchange counts.
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	for ; unanswered > 0; unanswered-- {
+		if _, err := s.readTask(wctx, t, buf, typeAck); err != nil {
+			if wctx.Err() != nil && ctx.Err() == nil {
+				return timeoutf("task %d: %d requests unanswered after %v", t.id, unanswered, o.timeout)
 			}
+			return fmt.Errorf("task %d: waiting for answers: %w", t.id, err)
 		}
 	}
-	return s.finish(ctx, e, t, t.sent, readerDone)
+	return s.finish(ctx, e, t, t.sent, func(ctx context.Context) (stressHdr, error) {
+		return s.readTask(ctx, t, buf, typeFinAck)
+	})
 }
 
 // finish tells the receiver that task t is done after sent messages, and
-// waits for its count.
-func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64, readerDone chan error) error {
+// waits for its count, which readFin reads.
+func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64, readFin func(context.Context) (stressHdr, error)) error {
 	o := s.o
 	fin := make([]byte, stressHeader)
 	h := stressHdr{typ: typeFin, task: t.id, run: s.runID, seq: sent, aux: uint32(len(s.tasks))}
@@ -891,18 +886,16 @@ func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64,
 	if err := sendRetry(e, t.c, fin, s.dst, o.timeout); err != nil {
 		return fmt.Errorf("task %d: send count: %w", t.id, err)
 	}
-	var a stressHdr
-	select {
-	case a = <-t.finAck:
-	case err := <-readerDone:
-		if err != nil {
-			return fmt.Errorf("task %d: %w", t.id, err)
-		}
-		a = <-t.finAck // the reader stops right after passing the count on
-	case <-time.After(o.timeout):
-		return timeoutf("task %d: the receiver did not report its count within %v", t.id, o.timeout)
-	case <-ctx.Done():
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	a, err := readFin(wctx)
+	switch {
+	case ctx.Err() != nil:
 		return nil
+	case wctx.Err() != nil:
+		return timeoutf("task %d: the receiver did not report its count within %v", t.id, o.timeout)
+	case err != nil:
+		return fmt.Errorf("task %d: waiting for the receiver's count: %w", t.id, err)
 	}
 	t.counted = a.seq
 	if a.aux != 0 {
@@ -911,54 +904,31 @@ func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64,
 	return nil
 }
 
-// send sends one message, retrying while the port is congested.
-func (s *sender) send(ctx context.Context, t *senderTask, msg []byte) error {
-	for backoff := 50 * time.Microsecond; ; {
-		_, err := t.c.WriteMsgContext(ctx, msg, nil, s.dst)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, rdssock.ErrCongested) {
-			return explain(err, s.dst)
-		}
-		s.congested.Add(1)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Millisecond)
-	}
-}
-
-// readTask reads acks and the final count for one task.
-func (s *sender) readTask(ctx context.Context, t *senderTask, tokens chan struct{}) error {
-	buf := make([]byte, maxMessage+1)
+// readTask reads task t's socket until a message of type want arrives for
+// this run and task from the receiver; other messages are skipped. An
+// answer is counted and its round trip recorded.
+func (s *sender) readTask(ctx context.Context, t *senderTask, buf []byte, want uint8) (stressHdr, error) {
 	for {
 		n, _, _, from, err := t.c.ReadMsgContext(ctx, buf, nil)
 		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, netErrClosed) {
-				return nil
+			if errors.Is(err, rdssock.ErrTruncated) {
+				continue // not an answer of ours: those fit
 			}
-			return fmt.Errorf("receive: %w", err)
+			return stressHdr{}, err
 		}
 		if from != s.dst {
 			continue
 		}
 		var h stressHdr
-		if !h.parse(buf[:n]) || h.run != s.runID || h.task != t.id {
+		if !h.parse(buf[:n]) || h.run != s.runID || h.task != t.id || h.typ != want {
 			continue
 		}
-		switch h.typ {
-		case typeAck:
+		if want == typeAck {
 			t.hist.Record(uint64(max(monoNow()-h.ts, 0)))
 			t.acked.Add(1)
 			s.inflight.Add(^uint64(0))
-			<-tokens
-		case typeFinAck:
-			t.finAck <- h
-			return nil
 		}
+		return h, nil
 	}
 }
 

@@ -525,11 +525,16 @@ type rdmaTask struct {
 	rc       *rdmaops.Conn
 	region   *rdmaops.Region
 	slots    []rdmaSlot
-	free     chan int
-	credits  chan rdmaCredit
-	reject   chan string
+	free     chan int      // slots released by the kernel
 	fail     chan struct{} // closed at the first failed operation
 	failOnce sync.Once
+
+	// Owned by the task's goroutine, which reads the socket.
+	credits  []rdmaCredit // granted by the receiver, oldest first from credHead
+	credHead int
+	cookies  map[int]cmsg.Cookie
+	rejected string // the receiver's reason, once it refused
+	finAck   *stressHdr
 	status   [barrier.Unknown + 1]atomic.Uint64
 
 	verified, badData atomic.Uint64
@@ -558,9 +563,9 @@ func (o *stressOpts) newRDMATask(s *sender, t *senderTask) error {
 		region:  region,
 		slots:   make([]rdmaSlot, o.depth),
 		free:    make(chan int, o.depth),
-		credits: make(chan rdmaCredit, 2*o.depth),
-		reject:  make(chan string, 1),
 		fail:    make(chan struct{}),
+		cookies: make(map[int]cmsg.Cookie),
+		credits: make([]rdmaCredit, 0, 2*o.depth),
 	}
 	for i := range rt.slots {
 		rt.slots[i] = rdmaSlot{slot: i, span: [1]rdmaops.Span{region.Span(i*stride, int(o.rdmaSize))}}
@@ -624,7 +629,11 @@ func (rt *rdmaTask) rdmaReleased(c barrier.Completion) {
 	}
 }
 
-// runRDMATask is runTask for the RDMA mode.
+// runRDMATask is runTask for the RDMA mode, one goroutine per task too:
+// it issues an operation whenever it holds a credit and a free slot, reads
+// the socket (rdmaops.Conn.ReadMsg) when it needs a credit, and waits for
+// the oldest operation (rdmaops.Conn.Wait, which reads the completion
+// notices itself) when every slot is busy.
 func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o, rt := s.o, t.rdma
 	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
@@ -633,8 +642,7 @@ func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask
 	if tr, err := t.c.Transport(); err != nil || tr != rdssock.TransportIB {
 		return rdmaTransportError(t.c.LocalAddrPort(), tr)
 	}
-	readerDone := make(chan error, 1)
-	go func() { readerDone <- s.readRDMATask(ctx, t) }()
+	buf := make([]byte, 4096)
 
 	op := uint8(rdmaOpWrite)
 	if o.rdma == "read" {
@@ -645,22 +653,20 @@ func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask
 	if err := sendRetry(e, t.c, hello, s.dst, o.timeout); err != nil {
 		return fmt.Errorf("task %d: hello: %w", t.id, err)
 	}
-	var cr rdmaCredit
-	select {
-	case cr = <-rt.credits:
-	case why := <-rt.reject:
-		return fmt.Errorf("task %d: the receiver refused RDMA: %s", t.id, why)
-	case err := <-readerDone:
-		if err == nil {
-			err = errors.New("the socket closed")
+	hctx, cancel := context.WithTimeout(ctx, o.timeout)
+	for rt.credHead == len(rt.credits) && rt.rejected == "" {
+		if err := s.readRDMA(hctx, t, buf); err != nil {
+			cancel()
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case hctx.Err() != nil:
+				return timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, s.dst, o.timeout)
+			}
+			return fmt.Errorf("task %d: waiting for the receiver's buffers: %w", t.id, err)
 		}
-		return fmt.Errorf("task %d: waiting for the receiver's buffers: %w", t.id, err)
-	case <-time.After(o.timeout):
-		return timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, s.dst, o.timeout)
-	case <-ctx.Done():
-		return nil
 	}
-	have := true
+	cancel()
 
 	rop := &rdmaops.Op{Write: op == rdmaOpWrite}
 	if !rop.Write {
@@ -668,37 +674,37 @@ func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask
 	}
 	imm := make([]byte, stressHeader)
 	var err error
-	backoff := 50 * time.Microsecond
 loop:
 	for o.count == 0 || t.sent < uint64(o.count) {
-		if !have {
-			select {
-			case cr = <-rt.credits:
-				have = true
-			case <-sendCtx.Done():
-				break loop
-			case <-rt.fail:
-				break loop
-			case why := <-rt.reject:
-				err = fmt.Errorf("the receiver refused RDMA: %s", why)
-				break loop
+		if rt.rejected != "" {
+			err = fmt.Errorf("the receiver refused RDMA: %s", rt.rejected)
+			break
+		}
+		select {
+		case <-rt.fail:
+			break loop
+		default:
+		}
+		if sendCtx.Err() != nil {
+			break
+		}
+		if rt.credHead == len(rt.credits) {
+			if err = s.readRDMA(sendCtx, t, buf); err != nil {
+				break
 			}
+			continue
 		}
 		var slot int
 		select {
 		case slot = <-rt.free:
-		case <-sendCtx.Done():
-			break loop
-		case <-rt.fail:
-			break loop
-		case why := <-rt.reject:
-			err = fmt.Errorf("the receiver refused RDMA: %s", why)
-			break loop
+		default:
+			// Every slot is busy: wait for the oldest operation.
+			if _, err = rt.rc.Wait(sendCtx, rt.rc.Tracker().HighWater()+1); err != nil {
+				break loop
+			}
+			continue
 		}
-		if sendCtx.Err() != nil {
-			rt.free <- slot
-			break
-		}
+		cr := rt.credits[rt.credHead]
 		sl := &rt.slots[slot]
 		sl.idx, sl.gen, sl.seq = cr.idx, cr.gen, t.sent
 		if rop.Write && o.verify {
@@ -708,42 +714,34 @@ loop:
 		(&stressHdr{typ: typeRDMAImm, task: t.id, run: s.runID, seq: t.sent, ts: sl.ts, aux: uint32(cr.idx)}).put(imm)
 		rop.Remote, rop.Local, rop.Payload, rop.Keep = cr.cookie, sl.span[:], imm, sl
 		s.inflight.Add(1)
+		// Do waits out congestion and a full send buffer itself (the
+		// socket has Config.WaitCongested). If it fails, the tracker
+		// completed the operation as not sent and its slot is free
+		// again; the credit is still ours.
 		if _, err = rt.rc.Do(sendCtx, s.dst, rop); err != nil {
-			// The tracker completed it as not sent: its slot is free
-			// again; the credit is still ours.
-			if errors.Is(err, rdssock.ErrCongested) {
-				err = nil
-				s.congested.Add(1)
-				select {
-				case <-sendCtx.Done():
-					break loop
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, 5*time.Millisecond)
-				continue
-			}
-			if sendCtx.Err() != nil && ctx.Err() == nil {
-				err = nil // the duration ended
-			}
 			break
 		}
-		backoff = 50 * time.Microsecond
-		have = false
+		rt.takeCredit()
 		t.sent++
 		s.msgs.Add(1)
 		s.bytes.Add(uint64(o.rdmaSize))
 	}
 	s.markEnd()
+	if err != nil && sendCtx.Err() != nil && ctx.Err() == nil {
+		err = nil // the duration ended while waiting
+	}
 	if err == nil {
 		select {
 		case <-rt.fail:
 			// Operations fail when the receiver has freed its buffers
 			// (-rdma-idle); its reason, if it sent one, is the news.
 			// Completion notices overtake data, so give it a moment.
-			select {
-			case why := <-rt.reject:
-				err = fmt.Errorf("the receiver refused RDMA: %s", why)
-			case <-time.After(500 * time.Millisecond):
+			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			for rt.rejected == "" && s.readRDMA(wctx, t, buf) == nil {
+			}
+			cancel()
+			if rt.rejected != "" {
+				err = fmt.Errorf("the receiver refused RDMA: %s", rt.rejected)
 			}
 		default:
 		}
@@ -757,13 +755,20 @@ loop:
 	}
 	// Every operation completes: with a status, or at its deadline.
 	wctx, cancel := context.WithTimeout(ctx, o.timeout+5*time.Second)
-	werr := rt.rc.Tracker().WaitAll(wctx, rt.rc.Tracker().Last())
+	werr := rt.rc.WaitAll(wctx, rt.rc.Tracker().Last())
 	cancel()
 	if werr != nil {
 		st := rt.rc.Tracker().Stats()
 		return timeoutf("task %d: after %v, %d RDMA operations still pending and %d timed out with their memory still held by the kernel", t.id, o.timeout, rt.rc.Tracker().Outstanding(), st.Quarantined)
 	}
-	ferr := s.finish(ctx, e, t, t.acked.Load(), readerDone)
+	ferr := s.finish(ctx, e, t, t.acked.Load(), func(ctx context.Context) (stressHdr, error) {
+		for rt.finAck == nil {
+			if err := s.readRDMA(ctx, t, buf); err != nil {
+				return stressHdr{}, err
+			}
+		}
+		return *rt.finAck, nil
+	})
 	select {
 	case <-rt.fail:
 		// Failed operations also leave gaps in the receiver's sequence:
@@ -788,59 +793,72 @@ func (rt *rdmaTask) failures() string {
 	return out
 }
 
-// readRDMATask reads one task's socket: completion notices go to the
-// tracker, buffer announcements and credits to the sending loop.
-func (s *sender) readRDMATask(ctx context.Context, t *senderTask) error {
+// readRDMA reads one message from the receiver on task t's socket
+// (rdmaops.Conn.ReadMsg processes the completion notices on the way) and
+// takes what it says: a buffer announcement or a credit, a refusal, or
+// the final count. Messages from elsewhere are skipped.
+func (s *sender) readRDMA(ctx context.Context, t *senderTask, buf []byte) error {
 	rt := t.rdma
-	buf := make([]byte, 4096)
-	cookies := make(map[int]cmsg.Cookie)
 	for {
 		m, err := rt.rc.ReadMsg(ctx, buf, nil)
-		if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
-			if ctx.Err() != nil || errors.Is(err, netErrClosed) {
-				return nil
+		if err != nil {
+			if errors.Is(err, rdssock.ErrTruncated) {
+				continue
 			}
-			return fmt.Errorf("receive: %w", err)
+			return err
 		}
-		n, from, dest, hasDest := m.N, m.From, m.Dest, m.HasDest
-		if n == 0 || from != s.dst {
+		if m.N == 0 || m.From != s.dst {
 			continue
 		}
 		var h stressHdr
-		if !h.parse(buf[:n]) || h.run != s.runID || h.task != t.id {
+		if !h.parse(buf[:m.N]) || h.run != s.runID || h.task != t.id {
 			continue
 		}
 		idx := int(h.seq)
 		switch h.typ {
 		case typeRDMABuf:
-			if !hasDest || idx >= s.o.depth {
+			if !m.HasDest || idx >= s.o.depth {
 				continue
 			}
-			cookies[idx] = dest
-			s.credit(rt, rdmaCredit{idx: idx, cookie: dest, gen: h.aux})
+			rt.cookies[idx] = m.Dest
+			rt.credit(rdmaCredit{idx: idx, cookie: m.Dest, gen: h.aux}, s.o.depth)
 		case typeRDMACredit:
-			if ck, ok := cookies[idx]; ok {
-				s.credit(rt, rdmaCredit{idx: idx, cookie: ck, gen: h.aux})
+			ck, ok := rt.cookies[idx]
+			if !ok {
+				continue
 			}
+			rt.credit(rdmaCredit{idx: idx, cookie: ck, gen: h.aux}, s.o.depth)
 		case typeRDMAReject:
-			select {
-			case rt.reject <- string(buf[stressHeader:n]):
-			default:
+			if rt.rejected == "" {
+				rt.rejected = string(buf[stressHeader:m.N])
 			}
 		case typeFinAck:
 			rt.remoteBad = uint64(h.ts)
-			t.finAck <- h
-			return nil
+			rt.finAck = &h
+		default:
+			continue
 		}
+		return nil
 	}
 }
 
-// credit queues a grant; a receiver granting more than the depth is
-// ignored beyond what the queue holds.
-func (s *sender) credit(rt *rdmaTask, c rdmaCredit) {
-	select {
-	case rt.credits <- c:
-	default:
+// credit queues a grant; a receiver granting more than twice the depth is
+// ignored beyond that.
+func (rt *rdmaTask) credit(c rdmaCredit, depth int) {
+	if len(rt.credits)-rt.credHead >= 2*depth {
+		return
+	}
+	if rt.credHead > 0 && len(rt.credits) == cap(rt.credits) {
+		n := copy(rt.credits, rt.credits[rt.credHead:])
+		rt.credits, rt.credHead = rt.credits[:n], 0
+	}
+	rt.credits = append(rt.credits, c)
+}
+
+// takeCredit drops the oldest credit, which an operation used.
+func (rt *rdmaTask) takeCredit() {
+	if rt.credHead++; rt.credHead == len(rt.credits) {
+		rt.credits, rt.credHead = rt.credits[:0], 0
 	}
 }
 
