@@ -40,15 +40,15 @@ type batchOp struct {
 	recv func(fd uintptr) bool
 	send func(fd uintptr) bool
 
-	tryRecv, trySend firstTry // see msgOp
+	recvWait, sendWait opWait // see msgOp
 }
 
 var batchPool = sync.Pool{New: func() any {
 	op := new(batchOp)
 	op.recv = op.doRecv
 	op.send = op.doSend
-	op.tryRecv.bind(op.recv)
-	op.trySend.bind(op.send)
+	op.recvWait.bind(op.recv)
+	op.sendWait.bind(op.send)
 	return op
 }}
 
@@ -280,7 +280,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	}
 	op.numericZone = c.otherNS
 	op.spin.limit = time.Duration(c.busyPoll.Load())
-	perr := c.wait(ctx, false, op.recv, &op.tryRecv)
+	perr := c.wait(ctx, false, &op.recvWait)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)
@@ -318,7 +318,7 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 		return 0, opError("write", c.LocalAddr(), nil, err)
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.wait(ctx, true, op.send, &op.trySend)
+	perr := c.wait(ctx, true, &op.sendWait)
 	n, errno := op.n, op.errno
 	for i := range n {
 		ms[i].N = int(op.hdrs[i].len)

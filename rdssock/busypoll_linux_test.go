@@ -3,6 +3,7 @@
 package rdssock
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -90,13 +91,23 @@ func TestAllocBusyPoll(t *testing.T) {
 // BenchmarkPingPong measures a request/response round trip between two
 // goroutines, each answering the other, with the receive waiting in the
 // poller and with busy polling: compare the ns/op of the sub-benchmarks.
+//
+// The "context" sub-benchmark waits with a context that can end, as a
+// program with a run duration or a shutdown signal does.
 func BenchmarkPingPong(b *testing.B) {
-	for _, spin := range []time.Duration{0, 50 * time.Microsecond} {
-		name := "poller"
-		if spin > 0 {
-			name = "busypoll"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		spin time.Duration
+		ctx  bool
+	}{{"poller", 0, false}, {"busypoll", 50 * time.Microsecond, false}, {"context", 0, true}} {
+		spin := bc.spin
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			if bc.ctx {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
 			x, y, err := socketpairConns()
 			if err != nil {
 				b.Fatal(err)
@@ -111,11 +122,11 @@ func BenchmarkPingPong(b *testing.B) {
 			go func() {
 				buf := make([]byte, 64)
 				for {
-					n, _, _, _, err := y.ReadMsg(buf, nil)
+					n, _, _, _, err := y.ReadMsgContext(ctx, buf, nil)
 					if err != nil {
 						return
 					}
-					if _, err := y.WriteMsg(buf[:n], nil, noAddr); err != nil {
+					if _, err := y.WriteMsgContext(ctx, buf[:n], nil, noAddr); err != nil {
 						return
 					}
 				}
@@ -123,10 +134,10 @@ func BenchmarkPingPong(b *testing.B) {
 			msg, buf := make([]byte, 64), make([]byte, 64)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := x.WriteMsg(msg, nil, noAddr); err != nil {
+				if _, err := x.WriteMsgContext(ctx, msg, nil, noAddr); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, _, _, err := x.ReadMsg(buf, nil); err != nil {
+				if _, _, _, _, err := x.ReadMsgContext(ctx, buf, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -152,6 +152,8 @@ func (c *Conn) Close() error {
 		return opError("close", c.LocalAddr(), nil, net.ErrClosed)
 	}
 	c.closeWarmUps()
+	c.readDeadline.release()
+	c.writeDeadline.release()
 	return opError("close", c.LocalAddr(), nil, c.s.Close())
 }
 

@@ -20,34 +20,56 @@ import (
 // deadlineMux, which applies the earliest of them all. A goroutine woken by
 // someone else's deadline finds its own not reached and waits again.
 
-// firstTry runs a poller callback once, outside the poller (through
-// RawConn.Control), and records whether it finished. Ops bind it once, so
-// a try allocates nothing.
-type firstTry struct {
+// opWait is an op's state for waiting in the poller: the callback, its
+// first try outside the poller (through RawConn.Control), and the op's
+// registration with a deadlineMux. Ops bind it once and are pooled, so a
+// wait allocates nothing.
+type opWait struct {
 	f    func(fd uintptr) bool
-	run  func(fd uintptr) // bound to do
-	done bool
+	run  func(fd uintptr) // bound to try
+	done bool             // the first try finished the call
+	w    ctxWaiter
 }
 
-func (t *firstTry) bind(f func(uintptr) bool) {
-	t.f = f
-	t.run = t.do
+func (o *opWait) bind(f func(uintptr) bool) {
+	o.f = f
+	o.run = o.try
 }
 
-func (t *firstTry) do(fd uintptr) { t.done = t.f(fd) }
+func (o *opWait) try(fd uintptr) { o.done = o.f(fd) }
 
 // deadlineMux arbitrates one direction's poller deadline.
+//
+// Setting the poller's deadline updates a runtime timer, and watching a
+// context costs a context.AfterFunc registration; a loop that waits with
+// the same context call after call pays for neither more than once. The
+// deadline last applied is not set again while it stays right, and when
+// the last waiter leaves it stays (stale) if the application has none: a
+// wait that it wakes for nothing applies the right one and waits again. The
+// mux watches the end of one context (by its Done channel) with a standing
+// registration that outlives the calls; a waiter with another context,
+// while the watched one is in use, registers its own.
 type deadlineMux struct {
 	mu      sync.Mutex
 	set     func(time.Time) error // the socket's SetReadDeadline or SetWriteDeadline
 	user    time.Time             // set with SetDeadline/SetReadDeadline/SetWriteDeadline
 	waiters map[*ctxWaiter]struct{}
+	applied time.Time // what the poller has; zero: no deadline
+	stale   bool      // applied is left from waiters that are gone
+
+	watched   <-chan struct{} // the Done channel watched by stopWatch's registration
+	stopWatch func() bool
+	watchers  int // waiters relying on that registration
 }
 
 // ctxWaiter is one call waiting with a context that can end.
 type ctxWaiter struct {
-	deadline time.Time // zero if the context has none
-	done     bool      // the context ended
+	ctx      context.Context
+	doneCh   <-chan struct{}
+	deadline time.Time   // zero if the context has none
+	done     bool        // the context ended
+	standing bool        // the mux's standing registration watches ctx
+	stop     func() bool // else: its own registration
 }
 
 // setUser records and applies the application's deadline.
@@ -77,22 +99,84 @@ func (m *deadlineMux) applyLocked() error {
 	for w := range m.waiters {
 		switch {
 		case w.done:
-			return m.set(aLongTimeAgo)
+			return m.setLocked(aLongTimeAgo)
 		case !w.deadline.IsZero() && (d.IsZero() || w.deadline.Before(d)):
 			d = w.deadline
 		}
 	}
-	return m.set(d)
+	return m.setLocked(d)
 }
 
-func (m *deadlineMux) add(w *ctxWaiter) error {
+func (m *deadlineMux) setLocked(d time.Time) error {
+	m.stale = false
+	if d.Equal(m.applied) {
+		return nil
+	}
+	if err := m.set(d); err != nil {
+		return err
+	}
+	m.applied = d
+	return nil
+}
+
+// refresh applies the right deadline if a stale one is in force, and
+// reports whether it was.
+func (m *deadlineMux) refresh() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.stale {
+		return false
+	}
+	_ = m.applyLocked()
+	return true
+}
+
+// add registers w, waiting with ctx, and arranges for ctx's end to wake it.
+func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
+	w.ctx, w.doneCh, w.done, w.standing, w.stop = ctx, ctx.Done(), false, false, nil
+	w.deadline, _ = ctx.Deadline()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.waiters == nil {
 		m.waiters = make(map[*ctxWaiter]struct{})
 	}
 	m.waiters[w] = struct{}{}
+	switch {
+	case w.doneCh == m.watched:
+		w.standing = true
+	case m.watchers == 0:
+		if m.stopWatch != nil {
+			m.stopWatch()
+		}
+		done := w.doneCh
+		m.watched = done
+		m.stopWatch = context.AfterFunc(ctx, func() { m.ended(done) })
+		w.standing = true
+	default:
+		w.stop = context.AfterFunc(ctx, func() { m.end(w) })
+	}
+	if w.standing {
+		m.watchers++
+		// The watched context may have ended, and its registration run,
+		// since the caller checked.
+		w.done = ctx.Err() != nil
+	}
 	return m.applyLocked()
+}
+
+// ended runs when the watched context ends: its waiters are done.
+func (m *deadlineMux) ended(done <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watched != done {
+		return // replaced meanwhile
+	}
+	for w := range m.waiters {
+		if w.standing {
+			w.done = true
+		}
+	}
+	_ = m.applyLocked()
 }
 
 func (m *deadlineMux) end(w *ctxWaiter) {
@@ -103,63 +187,81 @@ func (m *deadlineMux) end(w *ctxWaiter) {
 }
 
 func (m *deadlineMux) remove(w *ctxWaiter) {
+	if w.stop != nil {
+		w.stop()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.waiters, w)
+	if w.standing {
+		m.watchers--
+	}
+	w.ctx, w.stop = nil, nil
+	if len(m.waiters) == 0 && m.user.IsZero() && !m.applied.Equal(aLongTimeAgo) {
+		m.stale = !m.applied.IsZero()
+		return
+	}
 	_ = m.applyLocked()
+}
+
+// release drops the standing registration (the socket is closing).
+func (m *deadlineMux) release() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopWatch != nil {
+		m.stopWatch()
+	}
+	m.watched, m.stopWatch = nil, nil
 }
 
 // wait runs f in the poller (read or write side) until f reports done, the
 // application's deadline passes, ctx ends (ctx may be nil), or the socket
 // is closed.
 //
-// With a context that can end, try (if not nil) first runs f once outside
-// the poller: most calls find the socket ready, and then they skip the
-// deadline bookkeeping of a cancelable wait, which costs more than the
-// system call itself.
-func (c *Conn) wait(ctx context.Context, write bool, f func(uintptr) bool, try *firstTry) error {
+// With a context that can end, it first runs f once outside the poller:
+// most calls find the socket ready, and then they skip the registration.
+func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 	if ctx != nil && ctx.Done() != nil {
-		if try != nil && ctx.Err() == nil {
-			try.done = false
-			if c.rc.Control(try.run) == nil && try.done {
-				return nil
-			}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		return c.waitContext(ctx, write, f)
+		ow.done = false
+		if c.rc.Control(ow.run) == nil && ow.done {
+			return nil
+		}
+		return c.waitContext(ctx, write, ow)
 	}
 	poll, mux := c.rc.Read, &c.readDeadline
 	if write {
 		poll, mux = c.rc.Write, &c.writeDeadline
 	}
 	for {
-		err := poll(f)
+		err := poll(ow.f)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || mux.userPassed() {
 			return err
 		}
-		// Woken by another goroutine's context: wait again once it has
-		// had the chance to withdraw its deadline.
-		runtime.Gosched()
+		// Woken by a stale deadline (applied again now), or by another
+		// goroutine's context: wait again once it has had the chance to
+		// withdraw its deadline.
+		if !mux.refresh() {
+			runtime.Gosched()
+		}
 	}
 }
 
-func (c *Conn) waitContext(ctx context.Context, write bool, f func(uintptr) bool) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
 	poll, mux := c.rc.Read, &c.readDeadline
 	if write {
 		poll, mux = c.rc.Write, &c.writeDeadline
 	}
-	w := &ctxWaiter{}
-	w.deadline, _ = ctx.Deadline()
-	if err := mux.add(w); err != nil {
+	w := &ow.w
+	if err := mux.add(w, ctx); err != nil {
 		mux.remove(w)
 		return err
 	}
-	stop := context.AfterFunc(ctx, func() { mux.end(w) })
 	var err error
 	for {
-		err = poll(f)
+		err = poll(ow.f)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}
@@ -172,7 +274,6 @@ func (c *Conn) waitContext(ctx context.Context, write bool, f func(uintptr) bool
 		}
 		runtime.Gosched() // someone else's deadline: wait again
 	}
-	stop()
 	mux.remove(w)
 	if err != nil && ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		return ctx.Err()

@@ -171,3 +171,58 @@ func TestContextStress(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestContextDeadlineLeftBehind: a read with a context deadline that
+// returns early leaves that deadline on the socket (it is not cleared after
+// every call); a later read without a context must sleep through it and
+// still get the message sent after it passed, and a later read with the
+// same context, canceled, must still wake.
+func TestContextDeadlineLeftBehind(t *testing.T) {
+	a, b := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	buf := make([]byte, 16)
+	if _, err := a.WriteMsg([]byte("first"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	// The read waits briefly (the message is there), so read one that
+	// must wait: send it a little later.
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		a.WriteMsg([]byte("second"), nil, noAddr)
+	}()
+	for _, want := range []string{"first", "second"} {
+		n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("read with context: %q, %v; want %q", buf[:n], err, want)
+		}
+	}
+	go func() {
+		time.Sleep(150 * time.Millisecond) // past the context's deadline
+		a.WriteMsg([]byte("third"), nil, noAddr)
+	}()
+	n, _, _, _, err := b.ReadMsg(buf, nil)
+	if err != nil || string(buf[:n]) != "third" {
+		t.Fatalf("plain read after the context's deadline passed: %q, %v; want \"third\"", buf[:n], err)
+	}
+
+	// One context used call after call keeps a standing registration;
+	// canceling it must still wake the next call.
+	long, cancelLong := context.WithCancel(context.Background())
+	for range 3 {
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, _, _, err := b.ReadMsgContext(long, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.AfterFunc(20*time.Millisecond, cancelLong)
+	start := time.Now()
+	if _, _, _, _, err := b.ReadMsgContext(long, buf, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read with a canceled context: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the canceled read returned after %v", d)
+	}
+}

@@ -42,15 +42,15 @@ type msgOp struct {
 	recv func(fd uintptr) bool // bound to doRecv
 	send func(fd uintptr) bool // bound to doSend
 
-	tryRecv, trySend firstTry // recv and send, once outside the poller
+	recvWait, sendWait opWait // recv and send, for Conn.wait
 }
 
 var opPool = sync.Pool{New: func() any {
 	op := new(msgOp)
 	op.recv = op.doRecv
 	op.send = op.doSend
-	op.tryRecv.bind(op.recv)
-	op.trySend.bind(op.send)
+	op.recvWait.bind(op.recv)
+	op.sendWait.bind(op.send)
 	return op
 }}
 
@@ -268,7 +268,7 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	if ownCtl {
 		op.useOwnControl()
 	}
-	perr := c.wait(ctx, false, op.recv, &op.tryRecv)
+	perr := c.wait(ctx, false, &op.recvWait)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
@@ -330,7 +330,7 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 		op.hdr.Namelen = sl
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.wait(ctx, true, op.send, &op.trySend)
+	perr := c.wait(ctx, true, &op.sendWait)
 	n, errno := op.n, op.errno
 	putOp(op)
 	switch {
