@@ -161,8 +161,8 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 //     bench/cbaseline/rdsfault.c sends the same probe at once; as for the
 //     other known kernel defects, it is logged as KNOWN KERNEL BUG (also
 //     as a row of rdstest's reliability table) with a DEVIATION line, and
-//     under RDSTEST_RELIABILITY_STRICT=1 it fails unless the C probe was
-//     refused as well; the caller repeats its run on a fresh port pair
+//     it fails unless the C probe was refused as well (or
+//     RDSTEST_RELIABILITY_STRICT=0); the caller repeats its run on a fresh port pair
 //     (retryStale).
 func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	t.Helper()
@@ -196,7 +196,7 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	}
 	msg := fmt.Sprintf("KNOWN KERNEL BUG: %s; the sender waits because the kernel still marks %v congested after its receiver drained it (%s); the C probe at the same moment: %v",
 		what, b.LocalAddrPort(), counters, cp)
-	strict := os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1"
+	strict := os.Getenv("RDSTEST_RELIABILITY_STRICT") != "0"
 	st, c, basis := 0, 0, "none"
 	if strict {
 		st = 1

@@ -211,7 +211,7 @@ func useOnceReference(t *testing.T) cSteps {
 // the C reference's writes a second after the key died ("later") show it
 // in the same VM run, at a plausible rate (plausibleAsC), and is logged as
 // a DEVIATION line for rdstest's summary; without that basis it fails
-// under RDSTEST_RELIABILITY_STRICT=1 and is otherwise reported as a
+// unless RDSTEST_RELIABILITY_STRICT=0, which reports it as a
 // deviation accepted without a basis. Success, cancellation or another
 // status always fails.
 func judgeDeadKeyWrites(t *testing.T, what string, got tally, c cSteps) {
@@ -247,6 +247,7 @@ func judgeDeadKeyWrites(t *testing.T, what string, got tally, c cSteps) {
 	}
 }
 
-// strict reports whether RDSTEST_RELIABILITY_STRICT=1 asks that every
-// kernel deviation be reproduced by the C reference in the same run.
-func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" }
+// strict reports whether every kernel deviation must be reproduced by the
+// C reference in the same run: the default; RDSTEST_RELIABILITY_STRICT=0
+// only reports those that are not.
+func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") != "0" }

@@ -419,7 +419,7 @@ func queuedAt(to netip.AddrPort) (int, error) {
 // with a stale-congestion row for rdstest's reliability table and a
 // DEVIATION line whose C count says whether rdsfault-c's probe, sent at
 // the same moment, was refused as congested too; without that it fails
-// under RDSTEST_RELIABILITY_STRICT=1. Any other error fails the test.
+// unless RDSTEST_RELIABILITY_STRICT=0. Any other error fails the test.
 func judgeSender(t testing.TB, s *sender) {
 	t.Helper()
 	if s.err == nil {
@@ -442,10 +442,11 @@ func judgeSender(t testing.TB, s *sender) {
 	judged(t, deviation(t, "stale-congestion", 1, -1, c, false), msg)
 }
 
-// strict reports whether RDSTEST_RELIABILITY_STRICT=1 asks that a kernel
-// deviation be justified in the same run: within the bounds read from the
-// kernel at the fault, or reproduced by the C flow under the same fault.
-func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" }
+// strict reports whether a kernel deviation must be justified in the same
+// run, within the bounds read from the kernel at the fault or reproduced
+// by the C flow under the same fault. It is the default;
+// RDSTEST_RELIABILITY_STRICT=0 only reports unjustified deviations.
+func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") != "0" }
 
 // deviation logs one deviation from the delivery promise that a kernel
 // signature matched, in a form rdstest can collect, and reports whether it

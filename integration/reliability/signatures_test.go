@@ -5,6 +5,7 @@ package reliability
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -297,6 +298,44 @@ func TestAcceptDiscardSignature(t *testing.T) {
 	}
 }
 
+// TestPendingWindow checks the bound on messages that a lane switch can
+// let be overtaken.
+func TestPendingWindow(t *testing.T) {
+	even := make([]int, 100)
+	for i := range even {
+		even[i] = 1000 - rdsHeaderLen // 1000 bytes on the TCP stream each
+	}
+	mixed := slices.Clone(even)
+	mixed[50] = 10 // one small message among them
+	for _, tc := range []struct {
+		name               string
+		sizes              []int
+		rcvbuf, sndbufHalf int
+		want               int
+	}{
+		// 5 whole messages in the receive buffer; the send queue takes
+		// messages while under 2,000 bytes (952, 1,904, then full): 3;
+		// one half reassembled.
+		{"both buffers", even, 5_000, 2_000, 5 + 3 + 1},
+		{"receive buffer only", even, 5_500, 0, 5 + 1},
+		{"send buffer only", even, 0, 952, 1 + 1},
+		{"a smaller message fits one more", mixed, 5_000, 2_000, 5 + 4 + 1},
+		{"fewer messages than room", even[:4], 1 << 20, 1 << 20, 4},
+	} {
+		if got := pendingWindow(tc.sizes, tc.rcvbuf, tc.sndbufHalf); got != tc.want {
+			t.Errorf("%s: pendingWindow = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	o := freshOutcome{res: result{reordered: 12}, senders: []freshSender{{pendingFits: 7}, {pendingFits: 5}}}
+	if ok, bound := o.lanesBounded(); !ok || bound != 12 {
+		t.Errorf("lanesBounded() = %v, %d; want true, 12", ok, bound)
+	}
+	o.res.reordered = 13
+	if ok, _ := o.lanesBounded(); ok {
+		t.Error("lanesBounded() accepted 13 overtaken with room for 12")
+	}
+}
+
 // side says in which network namespace a socket lives.
 type side int
 
@@ -356,7 +395,10 @@ type freshSender struct {
 	// receiving namespace (see freshOutcome.acceptDiscard); 0 if nothing
 	// is missing.
 	rcvbufFits int
-	order      []uint64 // arrival order
+	// pendingFits is the most of its messages that can be on their way at
+	// one moment, delivered to no socket yet (see pendingWindow).
+	pendingFits int
+	order       []uint64 // arrival order
 }
 
 // rdsHeaderLen is the size of struct rds_header, which RDS/TCP puts before
@@ -374,6 +416,32 @@ func fitsIn(sizes []int, first uint64, budget int) int {
 		n++
 	}
 	return n
+}
+
+// pendingWindow returns the most consecutive messages (of the given
+// payload sizes) that can be on their way from an RDS/TCP sender at one
+// moment without having reached the receiving socket: the sender's kernel
+// keeps a message on its socket's send queue until the peer's TCP
+// acknowledged it, and queues one only while the bytes already queued are
+// below half the socket's SO_SNDBUF (rds_send_queue_rm, rds_sk_sndbuf), so
+// sndbufHalf bounds those; an acknowledged message can still sit unread in
+// the receiving TCP socket, whose buffer (rcvbuf bytes, each message with
+// its RDS header) bounds those; and one more can be half reassembled.
+// Only such a message can be overtaken by a later one on another path.
+func pendingWindow(sizes []int, rcvbuf, sndbufHalf int) int {
+	most := 0
+	for i := range sizes {
+		j, budget := i, rcvbuf
+		for j < len(sizes) && budget-(sizes[j]+rdsHeaderLen) >= 0 {
+			budget -= sizes[j] + rdsHeaderLen
+			j++
+		}
+		for queued := 0; j < len(sizes) && queued < sndbufHalf; j++ {
+			queued += sizes[j]
+		}
+		most = max(most, min(j-i+1, len(sizes)-i))
+	}
+	return most
 }
 
 // bound is the most messages of this sender that the accept-discard bug
@@ -455,6 +523,18 @@ func (o freshOutcome) blocksBounded() (bool, int) {
 		ok = ok && len(fs.missing) <= fs.bound()
 	}
 	return ok, sum
+}
+
+// lanesBounded reports whether a run's reordering (res.reordered, the
+// messages that arrived after a later one) is within what its senders can
+// have had on their way at the lane switch (freshSender.pendingFits), and
+// returns that bound.
+func (o freshOutcome) lanesBounded() (bool, int) {
+	sum := 0
+	for _, fs := range o.senders {
+		sum += fs.pendingFits
+	}
+	return o.res.reordered <= sum, sum
 }
 
 // handshakeLanes reports whether a run's reordering carries the signature
