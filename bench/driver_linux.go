@@ -85,6 +85,7 @@ func Run(cfg *Config) (*Report, error) {
 	for _, w := range c.Workloads {
 		d.runWorkload(rep, w)
 	}
+	d.runTools(rep)
 	for _, w := range c.Diagnose {
 		d.diagnose(rep, w)
 	}
