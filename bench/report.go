@@ -260,7 +260,9 @@ func metWord(ok bool) string {
 func (r *Report) Text() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "kernel %s, %s, window %v after %v warm-up\n\n", r.Kernel, r.roundsText(), r.Window, r.Warm)
-	sb.WriteString(r.Table())
+	if len(r.Rows) > 0 {
+		sb.WriteString(r.Table())
+	}
 	if len(r.ToolRows) > 0 {
 		sb.WriteString("\nThe tools as users run them (C: rdsstress-c, Go: rdscat stress):\n")
 		sb.WriteString(r.ToolTable())
