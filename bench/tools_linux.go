@@ -87,6 +87,9 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 				}
 			}
 			line = append(line, fmt.Sprintf("%s %s %s (own report %s), CPU us/msg %s + %s", impl, fmtNum(m.rate), w.Unit(), fmtNum(m.own), fmtNum(m.cpuSender), fmtNum(m.cpuReceiver)))
+			if d.cfg.Verbose {
+				d.logf("    %s: %d sent by its own count, %d by the kernel's over the whole run", impl, m.sent, m.counted)
+			}
 		}
 		d.logf("%-28s round %d/%d: %s", name, r+1, rounds, strings.Join(line, "; "))
 		if r == d.cfg.Rounds-1 && d.cfg.ExtraRounds > 0 && rows[0].noisy(d.cfg.NoisySpread) {
@@ -107,6 +110,8 @@ type toolMeasurement struct {
 	rate                   float64 // units per second in the driver's window
 	cpuSender, cpuReceiver float64 // microseconds per unit
 	own                    float64 // the rate the tool reported itself, over its own interval
+	sent                   uint64  // requests, messages or operations the tool says it sent in its whole run
+	counted                uint64  // the kernel's count of them over the whole run (see ToolWorkload.Counter)
 }
 
 // toolOnce runs one tool (rdscat if goTool, else the C baseline) on w: the
@@ -151,7 +156,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	if err != nil {
 		return m, fmt.Errorf("receiver: %w", err)
 	}
-	counter, _ := w.Counter()
+	counter, per := w.Counter()
 	read := func() (uint64, error) { return counterValue(info, counter) }
 	c0, err := read()
 	if err != nil {
@@ -227,13 +232,25 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		if err != nil || s.Sender == nil {
 			return m, fmt.Errorf("rdscat sender's summary: %v\n%s", err, sendOut.String())
 		}
-		m.own = s.Sender.MsgsPerSec
+		m.own, m.sent = s.Sender.MsgsPerSec, s.Sender.Sent
 	} else {
 		res := ps.lastResult()
 		if res == nil {
 			return m, fmt.Errorf("the C sender printed no RESULT\n%s", sendOut.String())
 		}
-		m.own = res["rate"]
+		m.own, m.sent = res["rate"], uint64(res["sent"])
+	}
+	cEnd, err := read()
+	if err != nil {
+		return m, err
+	}
+	m.counted = uint64(float64(cEnd-c0) / per)
+	// RDMA operations are counted by the kernel exactly once each, and
+	// neither tool issues any other: the kernel's count over the run must
+	// be the tool's. (Requests and messages come with a few protocol
+	// messages of each tool: hellos, pings, counts.)
+	if w.RDMA() && m.counted != m.sent {
+		return m, fmt.Errorf("the kernel counted %d RDMA operations (%s) over the run, the tool says it issued %d", m.counted, counter, m.sent)
 	}
 	m.rate, m.cpuSender, m.cpuReceiver, err = ToolMeasure(w, a, b)
 	return m, err
