@@ -422,14 +422,19 @@ func mdGoal(g Goal) string {
 // batchGains pairs each batch row with the row of the same workload
 // without batching.
 func (r *Report) batchGains() string {
+	// Only the message rates: a workload's other rows (CPU time per
+	// message) have the same workload name.
+	const rate = "msg/s"
 	plain := map[string]Row{}
 	for _, row := range r.Rows {
-		plain[row.Workload] = row
+		if row.Metric == rate {
+			plain[row.Workload] = row
+		}
 	}
 	var sb strings.Builder
 	for _, row := range r.Rows {
 		base, ok := strings.CutSuffix(row.Workload, fmt.Sprintf(" batch%d", BatchSize))
-		if !ok {
+		if !ok || row.Metric != rate {
 			continue
 		}
 		p, ok := plain[base]
