@@ -55,6 +55,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -290,7 +291,7 @@ func host(args []string) int {
 		}
 		logf("wrote %s", *out)
 	}
-	for _, row := range append(rep.Rows, rep.ToolRows...) {
+	for _, row := range slices.Concat(rep.Rows, rep.ToolRows) {
 		if row.Verdict() == "failed" {
 			return 1
 		}
