@@ -112,6 +112,12 @@ func (w ToolWorkload) Counter() (name string, per float64) {
 	return "recv_delivered", 1
 }
 
+// ToolSetupSlack is how much longer than the warm-up and the window the
+// tools are told to send: it covers a sender's start (process, sockets,
+// rdscat's warm-up ping, the RDMA buffer registrations) before its first
+// message. A round whose window would end after the sender's run fails.
+const ToolSetupSlack = 2 * time.Second
+
 // toolRun is where and how long one run of a tool workload goes.
 type toolRun struct {
 	Receiver netip.AddrPort // passive side's address; C task i uses port+i

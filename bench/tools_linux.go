@@ -17,12 +17,6 @@ import (
 	"github.com/go-rds/rds/rdssock"
 )
 
-// ToolSetupSlack is how much longer than the warm-up and the window the
-// tools are told to send: it covers a sender's start (process, sockets,
-// rdscat's warm-up ping, the RDMA buffer registrations) before its first
-// message. A round whose window would end after the sender's run fails.
-const ToolSetupSlack = 2 * time.Second
-
 // runTools runs every tool workload Rounds times, the C stress baseline
 // and rdscat alternately, and adds its rows to rep.ToolRows.
 func (d *driver) runTools(rep *Report) {
