@@ -180,7 +180,9 @@ func TestReportRendering(t *testing.T) {
 		Kernel: "6.1.0-test", Rounds: 2, Warm: time.Second, Window: 2 * time.Second, ExtraRounds: 4, NoisySpread: 0.3,
 		Rows: []Row{
 			{Workload: "tput loop 64B", Metric: "msg/s", Goal: GoalThroughput, C: []float64{100, 110}, Go: []float64{90, 100}},
+			{Workload: "tput loop 64B", Metric: CPULabel("receiver"), Goal: GoalCPU, C: []float64{10}, Go: []float64{11}},
 			{Workload: "tput loop 64B batch32", Metric: "msg/s", Goal: GoalBatchThroughput, C: []float64{150}, Go: []float64{160}},
+			{Workload: "tput loop 64B batch32", Metric: CPULabel("receiver"), Goal: GoalCPU, C: []float64{8}, Go: []float64{9}},
 		},
 		Allocs:    []Alloc{{Workload: "tput loop 64B", Side: "receiver", What: "ReadMsg", Allocs: 3, Msgs: 1000}},
 		RSS:       []RSS{{Impl: "Go", Workload: "long", Seconds: 60, StartKiB: 3000, EndKiB: 3010, MaxKiB: 3020}},
@@ -194,6 +196,10 @@ func TestReportRendering(t *testing.T) {
 		}
 	}
 	md := rep.Markdown(Meta{Command: "go run ./integration/cmd/rdsbench", Machine: "test CPU", Load: "1 2 3 before"})
+	// One batching line per batch workload, from the message rates only.
+	if n := strings.Count(md, "| tput loop 64B | 1.429 |"); n != 1 || strings.Contains(md, "| tput loop 64B | 0.") {
+		t.Errorf("the batching table pairs rows other than the message rates:\n%s", md)
+	}
 	for _, want := range []string{"Do not edit", "go run ./integration/cmd/rdsbench", "| tput loop 64B | msg/s | 2 | 105 | 95.0 | 0.905 |", "| tput loop 64B batch32 | msg/s | 1 | 150 |", "| tput loop 64B | 1.429 | 1.524 | 1.684 |", "1 2 3 before", "6.1.0-test", "4 more where the spread of either side exceeded 30%"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)

@@ -30,6 +30,13 @@ type Config struct {
 	Diagnose   []Workload
 	DiagRounds int // rounds of each diagnosis (default 3)
 
+	// Tools are the rows of "The tools as users run them": StressC (the C
+	// stress baseline, bench/cbaseline/rdsstress.c) against Rdscat (the
+	// cmd/rdscat binary), run after Workloads.
+	Tools   []ToolWorkload
+	StressC string
+	Rdscat  string
+
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration
 

@@ -19,9 +19,9 @@
 //
 // A second C program, bench/cbaseline/rdsstress.c, is a load generator of
 // the rds-stress shape (forked tasks, one poll() loop per socket; rr,
-// oneway, RDMA WRITE and READ with immediate data) to measure rdscat
-// stress against; Run does not drive it yet. Its real-kernel test runs on
-// the host and boots the VM itself:
+// oneway, RDMA WRITE and READ with immediate data) that the rdscat binary
+// is measured against (see Tools below). Its real-kernel test runs on the
+// host and boots the VM itself:
 //
 //	go test -tags cbaseline -run TestCStress -v ./bench/cbaseline/rdsstresstest
 //
@@ -31,8 +31,27 @@
 // (see integration/vmtest for the topology), each workload Rounds times
 // with the C and the Go implementation alternately, optionally diagnoses a
 // few workloads with mixed pairings, and runs a C and a Go receiver side by
-// side for a minute to watch their resident memory. The Report renders
-// as plain text (Report.Text) and as BENCHMARKS.md (Report.Markdown).
+// side for a minute to watch their resident memory. In every run the
+// driver reads the CPU time (utime+stime in /proc/PID/stat) of both
+// processes when the measuring worker prints "WINDOW" and when it prints
+// its RESULT, and reports it per message for each side (target Go/C at
+// most 1.10). The Report renders as plain text (Report.Text) and as
+// BENCHMARKS.md (Report.Markdown).
+//
+// # Tools
+//
+// After the workloads, Run measures the tools as users run them
+// (Config.Tools, Report.ToolRows): the stress command of the rdscat binary
+// against rdsstress-c, each as a receiver process and a sender process
+// with the same tasks, depth and sizes (the receiver in the peer namespace
+// over RDS/TCP, on the second address of the rxe link over RDS/IB), rounds
+// alternating. Neither tool announces a window, so the driver keeps its
+// own, the same for both: it opens Config.Warm after the workload's kernel
+// RDS counter first moves and lasts Config.Window; at both edges the
+// driver reads that counter (requests, messages or RDMA operations, see
+// ToolWorkload.Counter) and the CPU time of both process trees. The tools
+// are told to run ToolSetupSlack longer than warm-up and window, and must
+// then exit cleanly with every message accounted for.
 //
 // The command integration/cmd/rdsbench builds everything and runs it:
 //

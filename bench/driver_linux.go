@@ -85,6 +85,7 @@ func Run(cfg *Config) (*Report, error) {
 	for _, w := range c.Workloads {
 		d.runWorkload(rep, w)
 	}
+	d.runTools(rep)
 	for _, w := range c.Diagnose {
 		d.diagnose(rep, w)
 	}
@@ -119,14 +120,75 @@ func (d *driver) ports() (uint16, uint16) {
 type outcome struct {
 	main Result // the measuring side: receiver, ping client or RDMA initiator
 	peer Result // the Go sender's own RESULT, if it printed one
+	// cpu is the CPU time of the measuring side and of its peer over the
+	// window, in clock ticks (see cpuWindow).
+	cpu *cpuWindow
+}
+
+// cpuWindow reads the CPU time (utime+stime from /proc/PID/stat) of both
+// processes of a run when the measuring worker prints WINDOW and when it
+// prints RESULT. It is called in the goroutine that reads the measuring
+// worker's output, before the RESULT is handed on, so that neither process
+// has been killed or reaped yet.
+type cpuWindow struct {
+	mu         sync.Mutex
+	pids       [2]int  // measuring side, peer
+	begin, end []int64 // ticks at WINDOW and at RESULT
+	err        error   // why a reading failed
+}
+
+func (w *cpuWindow) setPID(i, pid int) {
+	w.mu.Lock()
+	w.pids[i] = pid
+	w.mu.Unlock()
+}
+
+// mark reads both processes' CPU time at a WINDOW or RESULT line.
+func (w *cpuWindow) mark(line string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	opening := line == "WINDOW"
+	if w.err != nil || (!opening && (w.begin == nil || w.end != nil)) {
+		return
+	}
+	if w.pids[0] == 0 || w.pids[1] == 0 {
+		w.err = errors.New("the window opened before both processes had started")
+		return
+	}
+	t, err := cpuTicks(w.pids[0], w.pids[1])
+	switch {
+	case err != nil:
+		w.err = err
+	case opening:
+		w.begin, w.end = t, nil
+	default:
+		w.end = t
+	}
+}
+
+// perMsg returns the CPU time per message in microseconds of the
+// measuring side and of the peer over msgs messages.
+func (w *cpuWindow) perMsg(msgs float64) (main, peer float64, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.err != nil:
+		return 0, 0, fmt.Errorf("CPU time: %w", w.err)
+	case w.begin == nil || w.end == nil:
+		return 0, 0, errors.New("CPU time: the worker printed no WINDOW line before its RESULT")
+	}
+	return CPUPerMsg(w.end[0]-w.begin[0], msgs), CPUPerMsg(w.end[1]-w.begin[1], msgs), nil
 }
 
 func (d *driver) runWorkload(rep *Report, w Workload) {
 	metrics := w.Metrics()
-	rows := make([]Row, len(metrics))
+	rows := make([]Row, len(metrics), len(metrics)+2)
 	for i, m := range metrics {
 		rows[i] = Row{Workload: w.Name, Metric: m.Label, Goal: m.Goal}
 	}
+	mainSide, peerSide := w.Sides()
+	cpuMain, cpuPeer := len(rows), len(rows)+1
+	rows = append(rows, Row{Workload: w.Name, Metric: CPULabel(mainSide), Goal: GoalCPU}, Row{Workload: w.Name, Metric: CPULabel(peerSide), Goal: GoalCPU})
 	var allocMain, allocPeer Alloc
 	allocMain.Workload, allocPeer.Workload = w.Name, w.Name
 	switch w.Kind {
@@ -159,13 +221,23 @@ func (d *driver) runWorkload(rep *Report, w Workload) {
 				rep.Failures = append(rep.Failures, msg)
 				continue
 			}
-			for i, m := range metrics {
-				v := out.main[m.Key] * m.Scale
+			add := func(i int, v float64) {
 				if k == 0 {
 					rows[i].C = append(rows[i].C, v)
 				} else {
 					rows[i].Go = append(rows[i].Go, v)
 				}
+			}
+			for i, m := range metrics {
+				add(i, out.main[m.Key]*m.Scale)
+			}
+			if cm, cp, err := out.cpu.perMsg(out.main["msgs"]); err != nil {
+				msg := fmt.Sprintf("%s round %d %s: %v", w.Name, r+1, im.name, err)
+				d.logf("  %s", msg)
+				rep.Failures = append(rep.Failures, msg)
+			} else {
+				add(cpuMain, cm)
+				add(cpuPeer, cp)
 			}
 			line = append(line, fmt.Sprintf("%s %s %s", im.name, fmtNum(out.main[metrics[0].Key]*metrics[0].Scale), metrics[0].Label))
 			if k == 1 {
@@ -331,12 +403,19 @@ func (d *driver) runOnce(pr pairing, w Workload) (outcome, error) {
 // pair starts the first role, waits until it is READY, starts the second,
 // and waits for a RESULT from the first (or, with resultFromSecond, from the
 // second); the survivor is killed afterwards.
-func (d *driver) pair(im1 impl, role1 string, o1 *Options, im2 impl, role2 string, o2 *Options, resultFromSecond bool) (outcome, error) {
-	p1, err := d.start(im1, role1, o1)
+func (d *driver) pair(im1 impl, role1 string, o1 *Options, im2 impl, role2 string, o2 *Options, resultFromSecond bool) (out outcome, err error) {
+	// The measuring side is the one whose RESULT counts.
+	out.cpu = new(cpuWindow)
+	mainIdx, mark1, mark2 := [2]int{0, 1}, out.cpu.mark, (func(string))(nil)
+	if resultFromSecond {
+		mainIdx, mark1, mark2 = [2]int{1, 0}, nil, out.cpu.mark
+	}
+	p1, err := d.startMarked(im1, role1, o1, mark1)
 	if err != nil {
 		return outcome{}, err
 	}
 	defer p1.kill()
+	out.cpu.setPID(mainIdx[0], p1.cmd.Process.Pid)
 	if err := p1.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("%s: %w", role1, err)
 	}
@@ -345,12 +424,12 @@ func (d *driver) pair(im1 impl, role1 string, o1 *Options, im2 impl, role2 strin
 		d.pin = d.pin2
 		defer func() { d.pin = pin }()
 	}
-	p2, err := d.start(im2, role2, o2)
+	p2, err := d.startMarked(im2, role2, o2, mark2)
 	if err != nil {
 		return outcome{}, err
 	}
 	defer p2.kill()
-	var out outcome
+	out.cpu.setPID(mainIdx[1], p2.cmd.Process.Pid)
 	if resultFromSecond {
 		out.peer, err = p2.waitResult(d.timeout())
 		if err != nil {
@@ -369,11 +448,13 @@ func (d *driver) pair(im1 impl, role1 string, o1 *Options, im2 impl, role2 strin
 // rdma starts the initiator, then the target (which registers its region
 // and sends the cookie), and waits for the initiator's RESULT.
 func (d *driver) rdma(pr pairing, io_, to *Options) (outcome, error) {
-	pi, err := d.start(pr.main, "rdma-init", io_)
+	cpu := new(cpuWindow)
+	pi, err := d.startMarked(pr.main, "rdma-init", io_, cpu.mark)
 	if err != nil {
 		return outcome{}, err
 	}
 	defer pi.kill()
+	cpu.setPID(0, pi.cmd.Process.Pid)
 	if err := pi.waitReady(60 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("rdma-init: %w", err)
 	}
@@ -382,6 +463,7 @@ func (d *driver) rdma(pr pairing, io_, to *Options) (outcome, error) {
 		return outcome{}, err
 	}
 	defer pt.kill()
+	cpu.setPID(1, pt.cmd.Process.Pid)
 	if err := pt.waitReady(90 * time.Second); err != nil {
 		return outcome{}, fmt.Errorf("rdma-target: %w", err)
 	}
@@ -389,7 +471,7 @@ func (d *driver) rdma(pr pairing, io_, to *Options) (outcome, error) {
 	if err != nil {
 		return outcome{}, fmt.Errorf("rdma-init: %w", err)
 	}
-	return outcome{main: res}, nil
+	return outcome{main: res, cpu: cpu}, nil
 }
 
 // longWarm is the traffic before the long run's window: long enough for
@@ -476,17 +558,25 @@ type proc struct {
 }
 
 func (d *driver) start(im impl, role string, o *Options) (*proc, error) {
+	return d.startMarked(im, role, o, nil)
+}
+
+// startMarked starts a worker whose WINDOW and RESULT lines are passed to
+// mark (if not nil) as they arrive.
+func (d *driver) startMarked(im impl, role string, o *Options, mark func(string)) (*proc, error) {
 	var echo func(string)
 	if d.cfg.Verbose {
 		echo = func(line string) { d.logf("    %s %s: %s", im.name, role, line) }
 	}
-	return startProc(im.bin, im.args(role, o), echo, d.pin)
+	return startProc(im.bin, im.args(role, o), echo, mark, d.pin)
 }
 
-// startProc starts bin; echo, if not nil, sees every output line but READY.
-// With cpu >= 0 the process is started bound to that CPU: the affinity of
-// the forking thread is inherited by the child and all its threads.
-func startProc(bin string, args []string, echo func(string), cpu int) (*proc, error) {
+// startProc starts bin; echo, if not nil, sees every output line but READY;
+// mark, if not nil, sees the WINDOW and RESULT lines, in the goroutine that
+// reads them and before a RESULT is handed on. With cpu >= 0 the process
+// is started bound to that CPU: the affinity of the forking thread is
+// inherited by the child and all its threads.
+func startProc(bin string, args []string, echo, mark func(string), cpu int) (*proc, error) {
 	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{}), echo: echo}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stderr = &limitedWriter{w: &p.stderr, n: 4096}
@@ -511,7 +601,13 @@ func startProc(bin string, args []string, echo func(string), cpu int) (*proc, er
 				close(p.ready)
 				continue
 			}
+			if line == "WINDOW" && mark != nil {
+				mark(line)
+			}
 			if r, ok := ParseResult(line); ok {
+				if mark != nil {
+					mark(line)
+				}
 				p.mu.Lock()
 				p.last = r
 				p.mu.Unlock()

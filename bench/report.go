@@ -117,11 +117,16 @@ type Report struct {
 	Window      time.Duration
 	LongWarm    time.Duration // traffic before the long run's window
 	Rows        []Row
-	Allocs      []Alloc
-	RSS         []RSS
-	Diagnoses   []Diagnosis
-	Failures    []string
-	Settle      Settle // waits for RDS/TCP to drain before the TCP runs
+	// ToolRows are the rows of "The tools as users run them"; ToolSlack
+	// is how much longer than warm-up and window the tools were told to
+	// run.
+	ToolRows  []Row
+	ToolSlack time.Duration
+	Allocs    []Alloc
+	RSS       []RSS
+	Diagnoses []Diagnosis
+	Failures  []string
+	Settle    Settle // waits for RDS/TCP to drain before the TCP runs
 }
 
 // Settle sums up the waits before RDS/TCP runs until the previous run's
@@ -190,11 +195,17 @@ func fmtSpread(xs []float64) string {
 // Table returns the main table as aligned plain text: workload, unit, C
 // median, Go median, Go/C, the spread of each side ((max-min)/median over
 // the rounds), the target and whether it was met.
-func (r *Report) Table() string {
+func (r *Report) Table() string { return table(r.Rows) }
+
+// ToolTable returns the rows of "The tools as users run them" as Table
+// does, the Go column being rdscat's.
+func (r *Report) ToolTable() string { return table(r.ToolRows) }
+
+func table(rows []Row) string {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tunit\tC median\tGo median\tGo/C\tspread C\tspread Go\ttarget\tresult")
-	for _, row := range r.Rows {
+	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Workload, row.Metric,
 			fmtNum(median(row.C)), fmtNum(median(row.Go)), fmtRatio(row.Ratio()),
 			fmtSpread(row.C), fmtSpread(row.Go), row.Goal, row.Verdict())
@@ -249,7 +260,13 @@ func metWord(ok bool) string {
 func (r *Report) Text() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "kernel %s, %s, window %v after %v warm-up\n\n", r.Kernel, r.roundsText(), r.Window, r.Warm)
-	sb.WriteString(r.Table())
+	if len(r.Rows) > 0 {
+		sb.WriteString(r.Table())
+	}
+	if len(r.ToolRows) > 0 {
+		sb.WriteString("\nThe tools as users run them (C: rdsstress-c, Go: rdscat stress):\n")
+		sb.WriteString(r.ToolTable())
+	}
 	if r.Settle.Runs > 0 {
 		fmt.Fprintf(&sb, "\nRDS/TCP drain: %s\n", r.Settle)
 	}
@@ -322,7 +339,11 @@ func (r *Report) Markdown(m Meta) string {
 	}
 	w("| VM | %s, TCG (no KVM), 2 vCPUs, 512 MiB |\n", m.QEMU)
 	w("| Go | %s, `CGO_ENABLED=0` static binary |\n", m.Go)
-	w("| C | %s, `gcc -O2 -static` (bench/cbaseline/rdsbench.c) |\n", m.CC)
+	csrc := "bench/cbaseline/rdsbench.c"
+	if len(r.ToolRows) > 0 {
+		csrc += " and rdsstress.c"
+	}
+	w("| C | %s, `gcc -O2 -static` (%s) |\n", m.CC, csrc)
 	w("| method | %s; each round is fresh processes; %v warm-up, then a %v window |\n", r.roundsText(), r.Warm, r.Window)
 	if r.Settle.Runs > 0 {
 		w("| RDS/TCP drain | %s |\n", r.Settle)
@@ -333,22 +354,16 @@ func (r *Report) Markdown(m Meta) string {
 	}
 	w("\n")
 	w("The VM is emulated (TCG), so absolute numbers mean little; the ratios, measured in the same VM in the same run, are what count. ")
-	w("Spread is (max-min)/median over the rounds. Go/C is the ratio of the medians: above 1 means Go is faster for rates, slower for latencies.\n\n")
+	w("Spread is (max-min)/median over the rounds. Go/C is the ratio of the medians: above 1 means Go is faster for rates, slower for latencies and CPU time per message.\n\n")
 
-	w("## Throughput, latency and RDMA\n\n")
-	w("| workload | unit | rounds | C median | Go median | Go/C | spread C | spread Go | target | result |\n")
-	w("|---|---|--:|--:|--:|--:|--:|--:|---|---|\n")
-	for _, row := range r.Rows {
-		w("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric, max(len(row.C), len(row.Go)),
-			fmtNum(median(row.C)), fmtNum(median(row.Go)), fmtRatio(row.Ratio()),
-			fmtSpread(row.C), fmtSpread(row.Go), mdGoal(row.Goal), row.Verdict())
+	if len(r.Rows) > 0 {
+		w("## Throughput, latency and RDMA\n\n")
+		w("%s\n", mdTable(r.Rows, "C median", "Go median"))
+		r.mdWorkloads(w)
 	}
-	w("\n")
-	w("Workloads: `tput` is one-way throughput (a sender floods, the receiver's message rate counts; the receiver is bound to CPU 1 and the sender to CPU 0) over `loop` (127.0.0.1 to 127.0.0.2, the loopback transport; two addresses give each direction its own RDS connection, as two hosts have) or `tcp` (RDS/TCP from the initial namespace to a receiver in another namespace over a veth pair). ")
-	w("`batch%d` rows receive with recvmmsg (%d messages per call) on both sides and send with WriteBatch on the Go side; the C sender stays a sendmsg loop, since RDS rejects sendmmsg (its MSG_BATCH flag gives EOPNOTSUPP), and WriteBatch itself issues one sendmsg per message. ", BatchSize, BatchSize)
-	w("`rr` is request/response with 64-byte messages (an echo server in the other namespace for `tcp`); both processes are bound to CPU 0, since a wake-up across the emulated CPUs waits for the host to run the other vCPU thread, which on a busy host made whole rounds take milliseconds per round trip. `rr ... spin` rows busy-poll each receive for up to %s (loop) or %s (tcp) before waiting, on both sides: Go with `Config.BusyPoll`, C with MSG_DONTWAIT retries and sched_yield before a blocking recvmsg; plain `rr` rows wait at once (Go in the runtime poller, C blocked in recvmsg). `switches/RT` is the whole VM's context switches (the `ctxt` line of /proc/stat) over the window divided by the round trips: where Go and C need the same number, a latency gap is CPU time spent between the switches, not extra sleeps. ", BusySpinLoop, BusySpinTCP)
-	w("`rdma write` issues RDMA WRITEs of %s with RDS_RDMA_NOTIFY_ME over Soft-RoCE into a region the target registered once with RDS_CMSG_RDMA_MAP, one at a time (qd1) or 16 outstanding (qd16); a completion is the RDS_CMSG_RDMA_STATUS notice.\n\n", sizeName(RDMASize))
-	w("The C programs use blocking sockets (a congested destination makes sendmsg sleep in the kernel); the Go workers use rdssock's non-blocking sockets in the runtime poller with `Config.WaitCongested`, so a send to a congested port waits in the poller until the kernel's congestion update (RDS_CONG_MONITOR) wakes it.\n\n")
+	if len(r.ToolRows) > 0 {
+		r.mdTools(w)
+	}
 
 	if len(r.Allocs) > 0 {
 		w("## Allocations\n\n")
@@ -407,14 +422,19 @@ func mdGoal(g Goal) string {
 // batchGains pairs each batch row with the row of the same workload
 // without batching.
 func (r *Report) batchGains() string {
+	// Only the message rates: a workload's other rows (CPU time per
+	// message) have the same workload name.
+	const rate = "msg/s"
 	plain := map[string]Row{}
 	for _, row := range r.Rows {
-		plain[row.Workload] = row
+		if row.Metric == rate {
+			plain[row.Workload] = row
+		}
 	}
 	var sb strings.Builder
 	for _, row := range r.Rows {
 		base, ok := strings.CutSuffix(row.Workload, fmt.Sprintf(" batch%d", BatchSize))
-		if !ok {
+		if !ok || row.Metric != rate {
 			continue
 		}
 		p, ok := plain[base]
@@ -433,4 +453,39 @@ func safeDiv(a, b float64) float64 {
 		return math.NaN()
 	}
 	return a / b
+}
+
+// mdWorkloads explains the workloads of the first table.
+func (r *Report) mdWorkloads(w func(string, ...any)) {
+	w("Workloads: `tput` is one-way throughput (a sender floods, the receiver's message rate counts; the receiver is bound to CPU 1 and the sender to CPU 0) over `loop` (127.0.0.1 to 127.0.0.2, the loopback transport; two addresses give each direction its own RDS connection, as two hosts have) or `tcp` (RDS/TCP from the initial namespace to a receiver in another namespace over a veth pair). ")
+	w("`batch%d` rows receive with recvmmsg (%d messages per call) on both sides and send with WriteBatch on the Go side; the C sender stays a sendmsg loop, since RDS rejects sendmmsg (its MSG_BATCH flag gives EOPNOTSUPP), and WriteBatch itself issues one sendmsg per message. ", BatchSize, BatchSize)
+	w("`rr` is request/response with 64-byte messages (an echo server in the other namespace for `tcp`); both processes are bound to CPU 0, since a wake-up across the emulated CPUs waits for the host to run the other vCPU thread, which on a busy host made whole rounds take milliseconds per round trip. `rr ... spin` rows busy-poll each receive for up to %s (loop) or %s (tcp) before waiting, on both sides: Go with `Config.BusyPoll`, C with MSG_DONTWAIT retries and sched_yield before a blocking recvmsg; plain `rr` rows wait at once (Go in the runtime poller, C blocked in recvmsg). `switches/RT` is the whole VM's context switches (the `ctxt` line of /proc/stat) over the window divided by the round trips: where Go and C need the same number, a latency gap is CPU time spent between the switches, not extra sleeps. ", BusySpinLoop, BusySpinTCP)
+	w("`rdma write` issues RDMA WRITEs of %s with RDS_RDMA_NOTIFY_ME over Soft-RoCE into a region the target registered once with RDS_CMSG_RDMA_MAP, one at a time (qd1) or 16 outstanding (qd16); a completion is the RDS_CMSG_RDMA_STATUS notice.\n\n", sizeName(RDMASize))
+	w("The C programs use blocking sockets (a congested destination makes sendmsg sleep in the kernel); the Go workers use rdssock's non-blocking sockets in the runtime poller with `Config.WaitCongested`, so a send to a congested port waits in the poller until the kernel's congestion update (RDS_CONG_MONITOR) wakes it.\n\n")
+	w("`CPU us/msg` rows are the user and system CPU time of each process over the window divided by the window's messages (round trips for `rr`, completions for `rdma`): utime+stime of the process and its children from /proc/PID/stat, read by the driver when the measuring worker prints the line that opens its window and when it prints its result. /proc counts in clock ticks of 10 ms, so a side that uses little CPU in the window is coarse. Target: Go/C at most %.2f.\n\n", GoalCPU.Ratio)
+}
+
+// mdTable renders rows as a Markdown table whose median columns are named
+// cName and goName.
+func mdTable(rows []Row, cName, goName string) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "| workload | unit | rounds | %s | %s | Go/C | spread C | spread Go | target | result |\n", cName, goName)
+	sb.WriteString("|---|---|--:|--:|--:|--:|--:|--:|---|---|\n")
+	for _, row := range rows {
+		fmt.Fprintf(&sb, "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", row.Workload, row.Metric, max(len(row.C), len(row.Go)),
+			fmtNum(median(row.C)), fmtNum(median(row.Go)), fmtRatio(row.Ratio()),
+			fmtSpread(row.C), fmtSpread(row.Go), mdGoal(row.Goal), row.Verdict())
+	}
+	return sb.String()
+}
+
+// mdTools renders "The tools as users run them".
+func (r *Report) mdTools(w func(string, ...any)) {
+	w("## The tools as users run them\n\n")
+	w("The `rdscat` binary (cmd/rdscat, `rdscat stress`) against the C stress baseline bench/cbaseline/rdsstress.c (`rdsstress-c`, one forked process per task with one poll() loop each, as rds-stress does), each as two processes: a receiver (`rdscat stress -listen ADDR:PORT -once`, `rdsstress-c passive`) and a sender (`rdscat stress -to ADDR:PORT`, `rdsstress-c active`), with the same tasks, depth and sizes. ")
+	w("`tcp` rows run the receiver in the peer namespace and the sender in the initial one, over RDS/TCP on a veth pair; `ib` and `rdma` rows use the two addresses of one Soft-RoCE (rxe) link. Neither process is bound to a CPU. ")
+	w("`rr TxD` is T tasks (sender sockets) with D requests in flight each, every request answered by an ack of the same size; `oneway` streams messages with no answer; `rdma write ib` and `rdma read ib` issue RDMA operations of the size given with immediate data and a completion notice each, D in flight, into (out of) buffers the receiver registered once.\n\n")
+	w("The window is the driver's, the same for both tools: it opens %v after the workload's RDS counter (RDS_INFO_COUNTERS) first moves and lasts %v; at both edges the driver reads the counter and the CPU time of both process trees. The rate is requests (`recv_delivered`, requests plus acks, halved), messages (`recv_delivered`) or RDMA operations (`send_rdma`) per second in the window: counted by the kernel, so that each tool's protocol messages (rdscat's receiver returns a credit per RDMA operation, the C one does not) do not count. Each tool is told to send for %v more than the warm-up and the window, to cover its start; a round whose window ends after that fails, and every round must end with each tool's own accounting complete (exit status 0: every request answered, every message and operation counted by the receiver); for RDMA the kernel's count over the whole run must also equal the operations the tool says it issued. ", r.Warm, r.Window, r.ToolSlack)
+	w("`CPU us/msg` is utime+stime from /proc/PID/stat of the sender's or the receiver's process and its children (the C tasks) over the window, per request, message or operation. Targets: rates at least %.2f of C, CPU per message at most %.2f.\n\n", GoalThroughput.Ratio, GoalCPU.Ratio)
+	w("%s\n", mdTable(r.ToolRows, "C median", "rdscat median"))
 }

@@ -28,8 +28,9 @@ import (
 var Roles = []string{"recv", "send", "echo", "ping", "rdma-target", "rdma-init"}
 
 // Worker runs one Go worker role with key=value arguments (see Options),
-// printing "READY" once its socket is bound and, for measuring roles, one
-// "RESULT key=value..." line to out. Roles that serve a peer (send, echo,
+// printing "READY" once its socket is bound and, for measuring roles,
+// "WINDOW" when the measurement window opens and one "RESULT key=value..."
+// line at its end to out. Roles that serve a peer (send, echo,
 // rdma-target) run until the process is killed or an error occurs.
 //
 // The Go workers use package rdssock (and rdmaops for RDMA) on non-blocking
@@ -78,6 +79,10 @@ func listen(o *Options, cfg rdssock.Config) (*rdssock.Conn, error) {
 }
 
 func ready(out io.Writer) { fmt.Fprintln(out, "READY") }
+
+// windowOpen tells the driver that the measurement window has opened: it
+// reads the CPU time of both processes at this line and at RESULT.
+func windowOpen(out io.Writer) { fmt.Fprintln(out, "WINDOW") }
 
 // statm reads the resident set size from /proc/self/smaps_rollup through
 // a descriptor opened once, without allocating. (/proc/self/statm lags on
@@ -334,6 +339,7 @@ func goRecv(o *Options, out io.Writer) error {
 				continue
 			}
 			start, end = t, t.Add(o.Dur)
+			windowOpen(out)
 			threads0 = threads()
 			ctxt0 = ctxtSwitches()
 			// ReadMemStats (in mallocs) touches a few hundred KiB the
@@ -566,6 +572,7 @@ func goPing(o *Options, out io.Writer) error {
 		if start.IsZero() {
 			if t1.Sub(first) >= o.Warm {
 				start, end = t1, t1.Add(o.Dur)
+				windowOpen(out)
 				ctxt0 = ctxtSwitches()
 				allocs0 = mallocs()
 			}
@@ -730,6 +737,7 @@ func goRDMAInit(o *Options, out io.Writer) error {
 		if start.IsZero() {
 			if t.Sub(first) >= o.Warm {
 				start, end = t, t.Add(o.Dur)
+				windowOpen(out)
 				allocs0 = mallocs()
 				rssStart = st.kib()
 			}

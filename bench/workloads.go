@@ -75,7 +75,13 @@ var (
 	GoalBatchThroughput = Goal{AtLeast: true, Ratio: 1.0}
 	GoalLatencyP50      = Goal{AtLeast: false, Ratio: 1.10}
 	GoalRDMA            = Goal{AtLeast: true, Ratio: 0.95}
+	// GoalCPU bounds the CPU time per message of each process (user and
+	// system, from /proc/PID/stat over the window).
+	GoalCPU = Goal{AtLeast: false, Ratio: 1.10}
 )
+
+// CPULabel is the unit of the CPU-per-message row of one side.
+func CPULabel(side string) string { return "CPU us/msg " + side }
 
 // Busy-poll budgets of the "spin" request/response workloads, on both
 // sides: longer than a round trip of the emulated VM (about 80 us over
@@ -161,6 +167,18 @@ func (w Workload) Metrics() []Metric {
 		g = GoalBatchThroughput
 	}
 	return []Metric{{Key: "rate", Label: "msg/s", Scale: 1, Goal: g}}
+}
+
+// Sides names the measuring side of w and its peer: receiver and sender,
+// client and echo, initiator and target.
+func (w Workload) Sides() (main, peer string) {
+	switch w.Kind {
+	case Latency:
+		return "client", "echo"
+	case RDMA:
+		return "initiator", "target"
+	}
+	return "receiver", "sender"
 }
 
 // Select returns the workloads whose name contains any of the

@@ -22,8 +22,8 @@
  * Addresses are IPv4 "a.b.c.d:port". warm and dur are seconds: the
  * measurement window opens warm seconds after the first message (or
  * completion) and lasts dur seconds. Roles that wait for a peer print
- * "READY" once bound; measuring roles end with one "RESULT key=value..."
- * line. ts=1 switches SO_TIMESTAMP on, so that every received message
+ * "READY" once bound; measuring roles print "WINDOW" when their window
+ * opens and end with one "RESULT key=value..." line. ts=1 switches SO_TIMESTAMP on, so that every received message
  * carries a control message, which the receiver parses. spin (seconds)
  * makes echo and ping busy-poll before blocking in recvmsg: they retry
  * with MSG_DONTWAIT, yielding the CPU between tries, for up to that long
@@ -180,6 +180,14 @@ static void ready(void)
 	fflush(stdout);
 }
 
+/* window_open tells the driver that the measurement window has opened: it
+ * reads the CPU time of both processes at this line and at RESULT. */
+static void window_open(void)
+{
+	printf("WINDOW\n");
+	fflush(stdout);
+}
+
 /* rss_kib returns the resident set size in KiB from /proc/self/smaps_rollup
  * (read with pread on a descriptor opened once), which walks the page
  * tables: /proc/self/statm lags behind on kernels that batch RSS counter
@@ -304,6 +312,7 @@ static int role_recv(const struct opts *o)
 				continue;
 			start = t;
 			end = start + o->dur;
+			window_open();
 			ctxt_start = ctxt_switches();
 			rss_start = rss_max = rss_kib(smaps);
 			anon_start = anon_kib(smaps);
@@ -508,6 +517,7 @@ static int role_ping(const struct opts *o)
 			if (t - first >= o->warm) {
 				start = t;
 				end = start + o->dur;
+				window_open();
 				ctxt_start = ctxt_switches();
 			}
 			continue;
@@ -718,6 +728,7 @@ static int role_rdma_init(const struct opts *o)
 			if (t - first >= o->warm) {
 				start = t;
 				end = start + o->dur;
+				window_open();
 				rss_start = rss_kib(smaps);
 			}
 			continue;

@@ -5,13 +5,20 @@
 //
 //	go run ./integration/cmd/rdsbench
 //
-// On the host it compiles the C baseline (bench/cbaseline/rdsbench.c, with
-// gcc -O2 -static; as root it installs gcc and libc6-dev when missing),
-// builds itself and rdsvm as static binaries, and boots the rdsvm VM (see
-// TESTING.md) with both programs. Inside the VM it runs every workload of
-// package bench several times, the C and the Go implementation alternately,
-// prints the table, and hands the results back to the host, which writes
-// BENCHMARKS.md (never edit that file: run the command again).
+// On the host it compiles the C baselines (bench/cbaseline/rdsbench.c and
+// rdsstress.c, with gcc -O2 -static; as root it installs gcc and libc6-dev
+// when missing), builds itself, rdscat and rdsvm as static binaries, and
+// boots the rdsvm VM (see TESTING.md) with the programs. Inside the VM it
+// runs every workload of package bench several times, the C and the Go
+// implementation alternately, then the tool workloads ("The tools as users
+// run them": the rdscat binary against rdsstress-c, two processes each),
+// prints the tables, and hands the results back to the host, which writes
+// BENCHMARKS.md (never edit that file: run the command again). Every
+// workload also reports the CPU time per message of each process.
+//
+// A short trial of the tools section alone, written elsewhere:
+//
+//	go run ./integration/cmd/rdsbench -run tools -rounds 1 -extra 0 -long 0 -diag "" -o /tmp/tools.md
 //
 // Flags:
 //
@@ -22,7 +29,9 @@
 //	-warm 0.5s      warm-up before each measurement window
 //	-window 2s      measurement window
 //	-long 60s       the long receiver run for resident memory (0: skip)
-//	-run ""         only workloads whose name contains one of these comma-separated words
+//	-run ""         only workloads whose name contains one of these comma-separated words;
+//	                tool workloads match with "tools " in front of their name
+//	                ("tools" selects them all, "tools rdma" their RDMA rows)
 //	-diag LIST      workloads to run again (3 rounds) with mixed C/Go
 //	                pairings and a raw-syscall Go variant (default: tput loop
 //	                64B, tput tcp 64KiB, rr tcp 64B; "" for none)
@@ -46,6 +55,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,9 +63,11 @@ import (
 )
 
 const (
-	jsonBegin = "=== rdsbench report json begin ==="
-	jsonEnd   = "=== rdsbench report json end ==="
-	cBinary   = "rdsbench-c"
+	jsonBegin     = "=== rdsbench report json begin ==="
+	jsonEnd       = "=== rdsbench report json end ==="
+	cBinary       = "rdsbench-c"
+	stressCBinary = "rdsstress-c"
+	rdscatBinary  = "rdscat"
 )
 
 func main() {
@@ -99,7 +111,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.warm, "warm", 500*time.Millisecond, "warm-up before each measurement window")
 	fs.DurationVar(&f.window, "window", 2*time.Second, "measurement window")
 	fs.DurationVar(&f.long, "long", 60*time.Second, "window of the long receiver run for resident memory (0: skip)")
-	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words")
+	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words (tool workloads as \"tools NAME\": \"tools\" selects them all)")
 	fs.StringVar(&f.diag, "diag", defaultDiag, "workloads (name words, comma-separated) to diagnose with mixed C/Go pairings and the raw-syscall Go variant; \"\" for none")
 	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
 	fs.BoolVar(&f.allocSites, "allocsites", false, "with -v: show the call sites of the Go workers' allocations in each window (slows them down)")
@@ -125,18 +137,22 @@ func guest(args []string) int {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
 	}
-	cbin, err := filepath.Abs(filepath.Join("testdata", cBinary))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rdsbench:", err)
-		return 1
+	var bins [3]string
+	for i, name := range []string{cBinary, stressCBinary, rdscatBinary} {
+		if bins[i], err = filepath.Abs(filepath.Join("testdata", name)); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
 	}
 	ws := bench.Select(bench.DefaultWorkloads(), f.run)
-	if len(ws) == 0 {
+	tools := bench.SelectTools(bench.ToolWorkloads(), f.run)
+	if len(ws) == 0 && len(tools) == 0 {
 		fmt.Fprintf(os.Stderr, "rdsbench: no workload matches -run %q\n", f.run)
 		return 2
 	}
 	rep, err := bench.Run(&bench.Config{
-		CBinary: cbin, GoBinary: self, GoArgs: []string{"worker"},
+		CBinary: bins[0], GoBinary: self, GoArgs: []string{"worker"},
+		Tools: tools, StressC: bins[1], Rdscat: bins[2],
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
@@ -211,14 +227,16 @@ func host(args []string) int {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
 	}
-	ccVersion, err := buildC(root, filepath.Join(work, "testdata", cBinary))
+	ccVersion, err := buildC(root, map[string]string{"rdsbench.c": cBinary, "rdsstress.c": stressCBinary}, filepath.Join(work, "testdata"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
 	}
 	self := filepath.Join(work, "rdsbench")
 	vm := filepath.Join(work, "rdsvm")
-	for _, b := range []struct{ out, pkg string }{{self, "./integration/cmd/rdsbench"}, {vm, "./integration/cmd/rdsvm"}} {
+	for _, b := range []struct{ out, pkg string }{
+		{self, "./integration/cmd/rdsbench"}, {vm, "./integration/cmd/rdsvm"}, {filepath.Join(work, "testdata", rdscatBinary), "./cmd/rdscat"},
+	} {
 		logf("building %s", b.pkg)
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
 		cmd.Dir = root
@@ -231,8 +249,10 @@ func host(args []string) int {
 	}
 
 	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
+	nt := len(bench.SelectTools(bench.ToolWorkloads(), f.run))
 	runs := nw*f.rounds*2 + len(diagnose(f.diag))*3*5
-	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long
+	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long +
+		time.Duration(nt*f.rounds*2)*(f.warm+f.window+bench.ToolSetupSlack+2*time.Second)
 	cmd := exec.Command(vm, append([]string{self, "guest"}, f.args()...)...)
 	cmd.Dir = work
 	cmd.Env = append(os.Environ(), "RDSVM_KERNEL="+*kernel)
@@ -242,7 +262,7 @@ func host(args []string) int {
 	var captured bytes.Buffer
 	cmd.Stdout = io.MultiWriter(os.Stdout, &captured)
 	cmd.Stderr = os.Stderr
-	logf("running the benchmark in the VM (kernel %s, %d workloads, about %v)", *kernel, nw, estimate.Round(time.Minute))
+	logf("running the benchmark in the VM (kernel %s, %d workloads and %d tool workloads, about %v)", *kernel, nw, nt, estimate.Round(time.Minute))
 	loadBefore := loadAvg()
 	runErr := cmd.Run()
 	load := loadBefore + " before, " + loadAvg() + " after"
@@ -271,7 +291,7 @@ func host(args []string) int {
 		}
 		logf("wrote %s", *out)
 	}
-	for _, row := range rep.Rows {
+	for _, row := range slices.Concat(rep.Rows, rep.ToolRows) {
 		if row.Verdict() == "failed" {
 			return 1
 		}
@@ -298,9 +318,9 @@ func repoRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// buildC compiles the C baseline statically and returns the compiler's
-// version line.
-func buildC(root, dst string) (string, error) {
+// buildC compiles the C programs of bench/cbaseline (source file name to
+// binary name) statically into dir and returns the compiler's version line.
+func buildC(root string, progs map[string]string, dir string) (string, error) {
 	if _, err := exec.LookPath("gcc"); err != nil || !haveStaticLibc() {
 		if os.Geteuid() != 0 {
 			return "", errors.New("the C baseline needs gcc and a static libc: apt-get install gcc libc6-dev")
@@ -315,12 +335,14 @@ func buildC(root, dst string) (string, error) {
 			}
 		}
 	}
-	src := filepath.Join(root, "bench", "cbaseline", "rdsbench.c")
-	logf("compiling %s", src)
-	cmd := exec.Command("gcc", "-O2", "-static", "-Wall", "-o", dst, src)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("gcc: %w", err)
+	for src, bin := range progs {
+		src = filepath.Join(root, "bench", "cbaseline", src)
+		logf("compiling %s", src)
+		cmd := exec.Command("gcc", "-O2", "-static", "-Wall", "-o", filepath.Join(dir, bin), src)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("gcc %s: %w", src, err)
+		}
 	}
 	return firstLine("gcc", "--version"), nil
 }

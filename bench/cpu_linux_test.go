@@ -1,0 +1,81 @@
+//go:build linux
+
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func TestCPUTicksOfThisProcessAndAChild(t *testing.T) {
+	// This process's CPU time grows while it spins; a sleeping child is
+	// found too.
+	child := exec.Command("sleep", "5")
+	if err := child.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	before, err := cpuTicks(os.Getpid(), child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(150 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, err := cpuTicks(os.Getpid(), child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[0] <= before[0] {
+		t.Errorf("this process's ticks went from %d to %d while it spun for 150 ms", before[0], after[0])
+	}
+	if _, err := cpuTicks(1 << 30); err == nil {
+		t.Error("cpuTicks of a process that does not exist succeeded")
+	}
+}
+
+func TestCPUWindow(t *testing.T) {
+	child := exec.Command("sleep", "5")
+	if err := child.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+
+	// A RESULT without a WINDOW line before it gives no reading.
+	var w cpuWindow
+	w.setPID(0, os.Getpid())
+	w.setPID(1, child.Process.Pid)
+	w.mark("RESULT msgs=1")
+	if _, _, err := w.perMsg(100); err == nil {
+		t.Error("perMsg without a WINDOW line succeeded")
+	}
+
+	w.mark("WINDOW")
+	for end := time.Now().Add(100 * time.Millisecond); time.Now().Before(end); {
+	}
+	w.mark("RESULT msgs=1000")
+	end := w.end[0]
+	for stop := time.Now().Add(50 * time.Millisecond); time.Now().Before(stop); {
+	}
+	w.mark("RESULT msgs=2000") // a second RESULT does not move the end
+	main, peer, err := w.perMsg(1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 ms of spinning is about 10 ticks: 100 us per message.
+	if main <= 0 || peer != 0 {
+		t.Errorf("perMsg = %v (this process), %v (a sleeping child); want > 0 and 0", main, peer)
+	}
+	if w.end[0] != end {
+		t.Errorf("a second RESULT moved the end of the window from %d to %d ticks", end, w.end[0])
+	}
+
+	// A window that opens before the peer has started is an error.
+	var early cpuWindow
+	early.setPID(0, os.Getpid())
+	early.mark("WINDOW")
+	if _, _, err := early.perMsg(1); err == nil {
+		t.Error("a window without the peer's process measured without error")
+	}
+}

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"math"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestToolWorkloads(t *testing.T) {
+	ws := ToolWorkloads()
+	names := map[string]ToolWorkload{}
+	for _, w := range ws {
+		if _, dup := names[w.Name]; dup {
+			t.Errorf("duplicate tool workload %q", w.Name)
+		}
+		names[w.Name] = w
+		if w.RDMA() != (w.Path == PathIB && w.Mode != ToolRR) || w.Tasks < 1 || w.Depth < 1 || w.Size < 32 {
+			t.Errorf("odd tool workload %+v", w)
+		}
+	}
+	// The rows issue 13 asks for.
+	want := []string{"rr tcp 1x1 64B", "rr tcp 1x4 64B", "rr tcp 4x8 64B", "rr tcp 1x1 1KiB", "rr tcp 1x4 1KiB", "rr tcp 4x8 1KiB", "rr ib 1x4 1KiB",
+		"oneway tcp 64B", "oneway tcp 4KiB"}
+	for _, op := range []string{"write", "read"} {
+		for _, size := range []string{"4KiB", "16KiB"} {
+			for _, d := range []string{"1", "4", "16"} {
+				want = append(want, "rdma "+op+" ib "+size+" qd"+d)
+			}
+		}
+	}
+	for _, n := range want {
+		if _, ok := names[n]; !ok {
+			t.Errorf("no tool workload %q", n)
+		}
+	}
+	if len(ws) != len(want) {
+		t.Errorf("%d tool workloads, want %d", len(ws), len(want))
+	}
+	if w := names["rr tcp 4x8 1KiB"]; w.Tasks != 4 || w.Depth != 8 || w.Size != 1024 || w.Mode != ToolRR || w.Path != PathTCP {
+		t.Errorf("rr tcp 4x8 1KiB = %+v", w)
+	}
+	if w := names["rdma read ib 16KiB qd4"]; w.Mode != ToolRead || w.Depth != 4 || w.Size != 16<<10 || w.Path != PathIB {
+		t.Errorf("rdma read ib 16KiB qd4 = %+v", w)
+	}
+
+	if got := SelectTools(ws, "tools"); len(got) != len(ws) {
+		t.Errorf("-run tools selected %d of %d", len(got), len(ws))
+	}
+	if got := SelectTools(ws, "tools rr,qd16"); len(got) != 7+4 {
+		t.Errorf("-run \"tools rr,qd16\" selected %d, want 11", len(got))
+	}
+	// The library's workload names select no tool row.
+	for _, w := range DefaultWorkloads() {
+		if got := SelectTools(ws, w.Name); len(got) != 0 {
+			t.Errorf("-run %q selects tool rows %v", w.Name, got)
+		}
+	}
+	if got := Select(DefaultWorkloads(), "tools"); len(got) != 0 {
+		t.Errorf("-run tools selects library workloads %v", got)
+	}
+}
+
+func TestToolCounter(t *testing.T) {
+	for _, tc := range []struct {
+		mode ToolMode
+		name string
+		per  float64
+		unit string
+	}{
+		{ToolRR, "recv_delivered", 2, "req/s"},
+		{ToolOneway, "recv_delivered", 1, "msg/s"},
+		{ToolWrite, "send_rdma", 1, "ops/s"},
+		{ToolRead, "send_rdma", 1, "ops/s"},
+	} {
+		w := ToolWorkload{Mode: tc.mode}
+		if n, per := w.Counter(); n != tc.name || per != tc.per || w.Unit() != tc.unit {
+			t.Errorf("%s: counter %s/%v, unit %s; want %s/%v, %s", tc.mode, n, per, w.Unit(), tc.name, tc.per, tc.unit)
+		}
+	}
+}
+
+func TestToolArgs(t *testing.T) {
+	run := toolRun{Receiver: netip.MustParseAddrPort("10.11.0.2:20010"), Sender: netip.MustParseAddr("10.11.0.1"), NetNS: "rdspeer",
+		Duration: 4500 * time.Millisecond, Ready: "/tmp/ready"}
+	rr := ToolWorkload{Mode: ToolRR, Path: PathTCP, Tasks: 4, Depth: 8, Size: 1024}
+	pa, aa := rr.CArgs(run)
+	for _, want := range []string{"passive", "bind=10.11.0.2:20010", "tasks=4", "size=1024", "netns=/run/netns/rdspeer"} {
+		if !slices.Contains(pa, want) {
+			t.Errorf("C passive %q lacks %q", pa, want)
+		}
+	}
+	for _, want := range []string{"active", "bind=10.11.0.1", "peer=10.11.0.2:20010", "tasks=4", "depth=8", "warm=0", "dur=4.5", "mode=rr", "size=1024", "ack-size=1024"} {
+		if !slices.Contains(aa, want) {
+			t.Errorf("C active %q lacks %q", aa, want)
+		}
+	}
+	ra, sa := rr.RdscatArgs(run)
+	for _, want := range []string{"stress -listen 10.11.0.2:20010 -once -json -q -ready /tmp/ready", "-netns rdspeer", "-size 1024"} {
+		if !strings.Contains(strings.Join(ra, " "), want) {
+			t.Errorf("rdscat receiver %q lacks %q", ra, want)
+		}
+	}
+	for _, want := range []string{"stress -to 10.11.0.2:20010 -from 10.11.0.1 -tasks 4 -depth 8 -duration 4.5s", "-mode rr -size 1024 -ack-size 1024"} {
+		if !strings.Contains(strings.Join(sa, " "), want) {
+			t.Errorf("rdscat sender %q lacks %q", sa, want)
+		}
+	}
+
+	ib := toolRun{Receiver: netip.MustParseAddrPort("10.22.0.2:20020"), Sender: netip.MustParseAddr("10.22.0.1"), Duration: 3 * time.Second, Ready: "/tmp/r"}
+	rd := ToolWorkload{Mode: ToolRead, Path: PathIB, Tasks: 1, Depth: 16, Size: 4096}
+	pa, aa = rd.CArgs(ib)
+	if strings.Contains(strings.Join(pa, " "), "size=") || strings.Contains(strings.Join(pa, " "), "netns") {
+		t.Errorf("C RDMA passive %q: want neither size= nor netns=", pa)
+	}
+	if j := strings.Join(aa, " "); !strings.Contains(j, "rdma=read rdma-size=4096") || strings.Contains(j, "mode=") {
+		t.Errorf("C RDMA active %q", aa)
+	}
+	ra, sa = rd.RdscatArgs(ib)
+	if j := strings.Join(ra, " "); strings.Contains(j, "-size") || strings.Contains(j, "-netns") {
+		t.Errorf("rdscat RDMA receiver %q: want neither -size nor -netns", ra)
+	}
+	// rdscat refuses -mode and -size together with -rdma.
+	if j := strings.Join(sa, " "); !strings.Contains(j, "-rdma read -rdma-size 4096") || strings.Contains(j, "-mode") || strings.Contains(j, " -size") {
+		t.Errorf("rdscat RDMA sender %q", sa)
+	}
+}
+
+func TestParseStressSummary(t *testing.T) {
+	out := `a note on the way
+{
+  "sender": {
+    "mode": "rr",
+    "seconds": 4.5,
+    "sent": 9000,
+    "acked": 9000,
+    "receiver_counted": 9000,
+    "counts_match": true,
+    "errors": 0,
+    "msgs_per_sec": 2000,
+    "latency_us": {"count": 9000, "p50": 400}
+  }
+}
+`
+	s, err := ParseStressSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Sender == nil || s.Receiver != nil || s.Sender.Sent != 9000 || !s.Sender.CountsMatch || s.Sender.MsgsPerSec != 2000 || s.Sender.Seconds != 4.5 {
+		t.Errorf("ParseStressSummary = %+v", s.Sender)
+	}
+	s, err = ParseStressSummary(`{"receiver": {"received": 12, "msgs_per_sec": 3.5}}`)
+	if err != nil || s.Receiver == nil || s.Receiver.Received != 12 {
+		t.Errorf("receiver summary: %+v, %v", s, err)
+	}
+	for _, bad := range []string{"", "stress receiver on 10.0.0.1:4000\n", "{\"sender\": ", "{}"} {
+		if _, err := ParseStressSummary(bad); err == nil {
+			t.Errorf("ParseStressSummary(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestToolMeasure(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	a := ToolSample{At: t0, Count: 1000, Sender: 50, Receiver: 70}
+	// 2 s, 8000 deliveries (4000 round trips), sender 100 ticks (1 s),
+	// receiver 60 ticks.
+	b := ToolSample{At: t0.Add(2 * time.Second), Count: 9000, Sender: 150, Receiver: 130}
+	rate, cs, cr, err := ToolMeasure(ToolWorkload{Mode: ToolRR}, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate != 2000 || math.Abs(cs-250) > 1e-9 || math.Abs(cr-150) > 1e-9 {
+		t.Errorf("rr: rate %v, CPU %v + %v us; want 2000, 250 + 150", rate, cs, cr)
+	}
+	rate, cs, _, err = ToolMeasure(ToolWorkload{Mode: ToolWrite}, a, b)
+	if err != nil || rate != 4000 || math.Abs(cs-125) > 1e-9 {
+		t.Errorf("write: rate %v, CPU %v, %v; want 4000, 125", rate, cs, err)
+	}
+	if _, _, _, err := ToolMeasure(ToolWorkload{Mode: ToolRR}, a, a); err == nil {
+		t.Error("an empty window measured without error")
+	}
+	if _, _, _, err := ToolMeasure(ToolWorkload{Mode: ToolOneway}, b, a); err == nil {
+		t.Error("readings in the wrong order measured without error")
+	}
+	same := b
+	same.Count = a.Count
+	if _, _, _, err := ToolMeasure(ToolWorkload{Mode: ToolOneway}, a, same); err == nil {
+		t.Error("a window without traffic measured without error")
+	}
+}
+
+func TestToolReportRendering(t *testing.T) {
+	rep := &Report{
+		Kernel: "6.1.0-test", Rounds: 2, Warm: time.Second, Window: 2 * time.Second, ToolSlack: 2 * time.Second,
+		Rows: []Row{
+			{Workload: "rr tcp 64B", Metric: "p50 us", Goal: GoalLatencyP50, C: []float64{400}, Go: []float64{420}},
+			{Workload: "rr tcp 64B", Metric: CPULabel("client"), Goal: GoalCPU, C: []float64{100, 120}, Go: []float64{130, 150}},
+		},
+		ToolRows: []Row{
+			{Workload: "rr tcp 1x4 1KiB", Metric: "req/s", Goal: GoalThroughput, C: []float64{2500, 2600}, Go: []float64{1500, 1600}},
+			{Workload: "rr tcp 1x4 1KiB", Metric: CPULabel("sender"), Goal: GoalCPU, C: []float64{200}, Go: []float64{210}},
+		},
+	}
+	text := rep.Text()
+	for _, want := range []string{"The tools as users run them", "rr tcp 1x4 1KiB", "0.608", "CPU us/msg client", "1.273", "CPU us/msg sender", "1.050"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Text lacks %q:\n%s", want, text)
+		}
+	}
+	md := rep.Markdown(Meta{Command: "go run ./integration/cmd/rdsbench"})
+	for _, want := range []string{
+		"## Throughput, latency and RDMA", "| rr tcp 64B | CPU us/msg client | 2 | 110 | 140 | 1.273 | 18% | 14% | ≤ 1.10 | missed |",
+		"## The tools as users run them", "| workload | unit | rounds | C median | rdscat median |",
+		"| rr tcp 1x4 1KiB | req/s | 2 | 2550 | 1550 | 0.608 |", "| rr tcp 1x4 1KiB | CPU us/msg sender | 1 | 200 | 210 | 1.050 | 0% | 0% | ≤ 1.10 | met |",
+		"rdsbench.c and rdsstress.c",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q", want)
+		}
+	}
+	if i, j := strings.Index(md, "## Throughput"), strings.Index(md, "## The tools"); i < 0 || j < i {
+		t.Error("the tools section does not follow the library's")
+	}
+	// Without library rows (-run tools) only the tools section is there.
+	rep.Rows = nil
+	if md := rep.Markdown(Meta{}); strings.Contains(md, "## Throughput") || !strings.Contains(md, "## The tools") {
+		t.Error("a tools-only report renders the library section or lacks its own")
+	}
+}
