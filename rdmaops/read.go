@@ -46,8 +46,13 @@ type reader struct {
 	drained chan struct{} // signaled when ReadMsg took a data message
 	want    atomic.Int32  // ReadMsg calls waiting for the slot
 	ctl     [ctlSpace]byte
-	dlSet   bool  // a waiter set the socket's read deadline
-	dl      int64 // to this (UnixNano)
+	// A waiter set the socket's read deadline to dl (UnixNano). It stays
+	// set after the wait: operations complete in order and their
+	// deadlines grow, so one set deadline serves many waits, and when it
+	// passes early the reader finds nothing expired and moves it on.
+	// Setting it costs a runtime timer update per call.
+	dlSet bool
+	dl    int64
 
 	// Messages a waiter read, for ReadMsg, in order.
 	backlog [Backlog]kept
@@ -76,6 +81,21 @@ func (c *Conn) wantLoad() int32 { return c.rd.want.Load() }
 func (c *Conn) setDeadline(dl int64) {
 	c.rd.dlSet, c.rd.dl = true, dl
 	c.c.SetReadDeadline(time.Unix(0, dl))
+}
+
+// ownDeadlinePassed handles a read that ended with err: if the read
+// deadline a waiter set passed (and not ctx's), it lets the tracker expire
+// what is due, clears the deadline, and reports that the read should be
+// tried again.
+func (c *Conn) ownDeadlinePassed(ctx context.Context, err error) bool {
+	r := &c.rd
+	if !r.dlSet || !errors.Is(err, os.ErrDeadlineExceeded) || (ctx != nil && ctx.Err() != nil) {
+		return false
+	}
+	barrierlink.Expire(c.tr)
+	r.dlSet = false
+	c.c.SetReadDeadline(time.Time{})
+	return true
 }
 
 func (c *Conn) release() {
@@ -157,6 +177,9 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 	for {
 		n, oobn, flags, from, err := c.c.ReadMsgFlags(ctx, b, ctl, 0)
 		if err != nil && flags == 0 {
+			if c.ownDeadlinePassed(ctx, err) {
+				continue
+			}
 			return Msg{}, err
 		}
 		m := Msg{N: n, Flags: flags, From: from}
@@ -220,10 +243,10 @@ func (c *Conn) signalDrained() {
 // message it meets stays the application's: Wait keeps up to Backlog of
 // them for ReadMsg, and gives way to a ReadMsg call that waits. While
 // another goroutine reads (ReadMsg, or another waiter), Wait waits for the
-// tracker, and takes over reading when that goroutine stops. Wait sets the
-// socket's read deadline to the earliest operation deadline while it
-// reads, and clears it after: do not set one of your own on the socket of
-// a Conn (give ReadMsg a context instead).
+// tracker, and takes over reading when that goroutine stops. Wait uses the
+// socket's read deadline to wake at the earliest operation deadline, and
+// may leave it set (ReadMsg knows): do not set one of your own on the
+// socket of a Conn (give ReadMsg a context instead).
 //
 // Wait allocates nothing while it reads the socket itself with a context
 // that cannot be canceled.
@@ -341,32 +364,20 @@ func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
 // satisfied or a data message must be left for ReadMsg (dataWait).
 func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (dataWait bool, err error) {
 	r := &c.rd
-	defer func() {
-		if r.dlSet {
-			r.dlSet = false
-			c.c.SetReadDeadline(time.Time{})
-		}
-	}()
 	for {
 		if c.satisfied(tok, all) {
 			return false, nil
 		}
-		if dl := barrierlink.NextDeadline(c.tr); dl != 0 {
-			if !r.dlSet || dl != r.dl {
-				c.setDeadline(dl)
-			}
-		} else if r.dlSet {
-			r.dlSet = false
-			c.c.SetReadDeadline(time.Time{})
+		// A deadline already set that is earlier than needed only wakes
+		// the reader early (see reader.dlSet).
+		if dl := barrierlink.NextDeadline(c.tr); dl != 0 && (!r.dlSet || dl < r.dl) {
+			c.setDeadline(dl)
 		}
 		// Peek: the kernel hands out (and consumes) completion notices
 		// before any data, and leaves a data message queued.
 		n, oobn, flags, from, rerr := c.c.ReadMsgFlags(ctx, nil, r.ctl[:], unix.MSG_PEEK|unix.MSG_TRUNC)
 		if rerr != nil && flags == 0 {
-			if errors.Is(rerr, os.ErrDeadlineExceeded) && (ctx == nil || ctx.Err() == nil) {
-				barrierlink.Expire(c.tr)
-				r.dlSet = false
-				c.c.SetReadDeadline(time.Time{})
+			if c.ownDeadlinePassed(ctx, rerr) {
 				continue
 			}
 			return false, rerr

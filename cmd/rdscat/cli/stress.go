@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,8 @@ Modes:
 
 Each sender task is one goroutine with one socket: it sends until -depth
 requests are unanswered, then reads an answer, as a C poll loop does.
+Unless GOMAXPROCS is set, stress runs with as many Ps as it has such
+goroutines (tasks, plus one for a receiver), at most the CPU count.
 
 RDMA mode (-rdma write or -rdma read, instead of -mode; RDS/IB addresses
 only): the receiver registers -depth buffers of -rdma-size bytes per sender
@@ -310,6 +313,19 @@ func (o *stressOpts) run(e *env, args []string) error {
 		}
 	}
 
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One goroutine per task, and one for the receiver, do the work;
+		// more Ps than that only make the scheduler wake idle threads to
+		// look for work each time a task's message arrives.
+		busy := 0
+		if o.to != "" {
+			busy += o.tasks
+		}
+		if o.listen != "" {
+			busy++
+		}
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(min(busy, runtime.NumCPU())))
+	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	live := !o.quiet && !o.json && isTerminal(e.stdout)
