@@ -1,6 +1,10 @@
 package barrier
 
-import "github.com/go-rds/rds/internal/barrierlink"
+import (
+	"time"
+
+	"github.com/go-rds/rds/internal/barrierlink"
+)
 
 func init() {
 	barrierlink.NextDeadline = func(t any) int64 {
@@ -22,6 +26,24 @@ func init() {
 		w := &waiter{tok: Token(tok), all: all, ch: make(chan struct{})}
 		tr.waiters = append(tr.waiters, w)
 		return w.ch, w, false
+	}
+	barrierlink.BeginLane = func(t any, deadline time.Time, keep any, rel any, lane uint32, unsignaled bool) uint64 {
+		r, _ := rel.(Releaser)
+		kind := kindSealed
+		if unsignaled {
+			kind = kindUnsent
+		}
+		return uint64(t.(*Tracker).begin(deadline, keep, r, kind, lane))
+	}
+	barrierlink.Sent = func(t any, tok uint64) { t.(*Tracker).sent(Token(tok)) }
+	barrierlink.CancelLane = func(t any, lane uint32, cancel func() error) error {
+		return t.(*Tracker).cancelLane(lane, cancel)
+	}
+	barrierlink.Unsealed = func(t any, tok uint64, all bool) bool {
+		tr := t.(*Tracker)
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		return tr.unsealedLocked(Token(tok), all)
 	}
 	barrierlink.Unwatch = func(t any, w any) {
 		tr := t.(*Tracker)

@@ -20,6 +20,7 @@ const (
 	OtherError                // RDS_RDMA_OTHER_ERROR or a status value this package does not know
 	TimedOut                  // the deadline passed with no status from the kernel
 	NotSent                   // the caller reported that sendmsg failed: the kernel never saw the operation
+	Covered                   // sent without a status request and released by a later operation's status: memory free, outcome not reported (see "Signaling every Nth operation")
 	Unknown                   // the token was never issued, or is too old to be remembered
 )
 
@@ -32,6 +33,7 @@ var statusNames = [...]string{
 	OtherError:  "other error",
 	TimedOut:    "timed out",
 	NotSent:     "not sent",
+	Covered:     "covered",
 	Unknown:     "unknown",
 }
 
@@ -46,11 +48,11 @@ func (s Status) String() string {
 // Done reports whether s is final (anything but Pending and Unknown).
 func (s Status) Done() bool { return s != Pending && s != Unknown }
 
-// Err returns nil for Success and Pending, and otherwise the sentinel error
+// Err returns nil for Success, Covered and Pending, and otherwise the sentinel error
 // for s, usable with errors.Is.
 func (s Status) Err() error {
 	switch s {
-	case Success, Pending:
+	case Success, Covered, Pending:
 		return nil
 	case RemoteError:
 		return ErrRemote
@@ -93,6 +95,7 @@ var (
 	ErrTimeout      = errors.New("barrier: no completion status before the operation's deadline; the transfer may still happen")
 	ErrNotSent      = errors.New("barrier: operation was never sent")
 	ErrUnknownToken = errors.New("barrier: token not issued by this tracker, or too old to be remembered")
+	ErrUnsealed     = errors.New("barrier: operation sent without a status request and not followed by one to its destination; nothing would complete it")
 )
 
 func itoa(n int) string {

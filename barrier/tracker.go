@@ -3,6 +3,7 @@ package barrier
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,11 @@ type Completion struct {
 	Token  Token
 	Status Status
 	Keep   any // Op.Keep; nil in the Completions returned by Wait
+
+	// Amended marks the second completion of a Covered operation: the
+	// kernel reported it failed (RDS_RECVERR) after a later operation's
+	// status had covered it. It was released with the first; Keep is nil.
+	Amended bool
 }
 
 // Err returns Status.Err().
@@ -87,7 +93,7 @@ type Config struct {
 type Stats struct {
 	Begun      uint64          // operations begun
 	Completed  [Unknown]uint64 // operations completed, by Status
-	Late       uint64          // kernel statuses for operations that had already timed out (each releases its operation)
+	Late       uint64          // kernel statuses for operations already completed: timed out (each releases its operation) or Covered (delivered as Amended)
 	Unmatched  uint64          // statuses for tokens neither pending nor quarantined here (never issued, repeated, or forgotten)
 	LateStatus [Unknown]uint64 // the statuses counted in Late, by Status
 
@@ -100,10 +106,24 @@ type Stats struct {
 type slot struct {
 	tok      Token
 	status   Status
-	deadline int64 // UnixNano; 0: none
+	kind     opKind
+	lane     uint32
+	epoch    uint64 // kindSent: the seal count when it was sent; kindSealed: its own seal
+	deadline int64  // UnixNano; 0: none
 	keep     any
 	rel      Releaser
 }
+
+// opKind says how an operation takes part in covering (see
+// "Signaling every Nth operation" in the package documentation).
+type opKind uint8
+
+const (
+	kindPlain  opKind = iota // notified, in no lane
+	kindUnsent               // unsignaled, its sendmsg not yet returned
+	kindSent                 // unsignaled and sent: waits for a later sealed operation of its lane
+	kindSealed               // notified, in a lane: its status covers the lane's earlier sent operations
+)
 
 // held is a quarantined operation: reported complete, its memory not yet
 // released.
@@ -111,8 +131,18 @@ type held struct {
 	tok    Token
 	status Status // the status reported (TimedOut, or one that arrived during a Cancel)
 	freed  Status // the status that frees the memory; Pending while none arrived
+	kind   opKind
+	lane   uint32
+	epoch  uint64
 	keep   any
 	rel    Releaser
+}
+
+// batch collects the completions and releases of one call that completes
+// several operations (a status that covers others), to deliver them once
+// the lock is released. One is kept for reuse.
+type batch struct {
+	done, rels []Completion
 }
 
 type waiter struct {
@@ -137,8 +167,10 @@ type Tracker struct {
 	// Quarantine: operations completed but not released, in no order;
 	// at most one entry per operation begun and not yet released.
 	held    []held
-	heldMin Token // smallest token in held when len(held) > 0
-	cancels int   // Cancel calls running
+	heldMin Token  // smallest token in held when len(held) > 0
+	cancels int    // Cancel calls running
+	seals   uint64 // seal count: bumped by each sealed Begin and each lane cancel
+	spare   atomic.Pointer[batch]
 
 	timer   *time.Timer
 	timerAt int64 // UnixNano the timer is armed for; 0: not armed
@@ -186,9 +218,14 @@ func (t *Tracker) Completions() <-chan Completion { return t.ch }
 // in the operation's user_token and send the operation with
 // RDS_RDMA_NOTIFY_ME; if sendmsg fails, call Complete(token, NotSent).
 func (t *Tracker) Begin(op Op) Token {
+	return t.begin(op.Deadline, op.Keep, op.Release, kindPlain, 0)
+}
+
+// begin starts an operation of the given kind in lane.
+func (t *Tracker) begin(deadline time.Time, keep any, rel Releaser, kind opKind, lane uint32) Token {
 	var dl int64
-	if !op.Deadline.IsZero() {
-		dl = op.Deadline.UnixNano()
+	if !deadline.IsZero() {
+		dl = deadline.UnixNano()
 	} else if t.timeout > 0 {
 		dl = time.Now().Add(t.timeout).UnixNano()
 	}
@@ -198,7 +235,12 @@ func (t *Tracker) Begin(op Op) Token {
 	}
 	tok := t.next
 	t.next++
-	t.slots[uint64(tok)&t.mask] = slot{tok: tok, status: Pending, deadline: dl, keep: op.Keep, rel: op.Release}
+	var epoch uint64
+	if kind == kindSealed {
+		t.seals++
+		epoch = t.seals
+	}
+	t.slots[uint64(tok)&t.mask] = slot{tok: tok, status: Pending, kind: kind, lane: lane, epoch: epoch, deadline: dl, keep: keep, rel: rel}
 	t.pending++
 	t.stats.Begun++
 	if dl != 0 && (t.timerAt == 0 || dl < t.timerAt) {
@@ -254,15 +296,111 @@ func (t *Tracker) Complete(tok Token, s Status) bool {
 		return false
 	}
 	t.mu.Lock()
+	lane, seal, sealed := t.sealOfLocked(tok)
 	c, ok, r, released := t.completeLocked(tok, s)
+	if !sealed || !s.fromKernel() {
+		t.mu.Unlock()
+		if ok {
+			t.deliver(c)
+		}
+		if released && t.onRelease != nil {
+			t.onRelease(r)
+		}
+		return ok
+	}
+	// A kernel status of a sealed operation: the operations of its lane
+	// sent before it was sealed are done with their memory too.
+	b := t.getBatch()
+	t.coverLocked(lane, seal, tok, b)
+	if len(b.rels) > 0 && len(t.waiters) > 0 {
+		t.wakeLocked()
+	}
 	t.mu.Unlock()
+	t.flush(b, c, ok, r, released)
+	return ok
+}
+
+// fromKernel reports whether s is a status the kernel reports.
+func (s Status) fromKernel() bool { return s >= Success && s <= OtherError }
+
+// sealOfLocked returns the lane and seal of tok if it is a sealed
+// operation that is pending or quarantined without a freeing status.
+func (t *Tracker) sealOfLocked(tok Token) (lane uint32, seal uint64, ok bool) {
+	if tok == 0 || tok >= t.next {
+		return 0, 0, false
+	}
+	if sl := &t.slots[uint64(tok)&t.mask]; sl.tok == tok && sl.status == Pending {
+		return sl.lane, sl.epoch, sl.kind == kindSealed
+	}
+	if i := t.heldIndex(tok); i >= 0 && t.held[i].freed == Pending {
+		h := &t.held[i]
+		return h.lane, h.epoch, h.kind == kindSealed
+	}
+	return 0, 0, false
+}
+
+// coverLocked completes as Covered every pending operation of lane that
+// was sent before seal (all of them have tokens below upTo), and frees
+// the quarantined ones, collecting completions and releases in b.
+func (t *Tracker) coverLocked(lane uint32, seal uint64, upTo Token, b *batch) {
+	for tok := t.low; tok < upTo; tok++ {
+		sl := &t.slots[uint64(tok)&t.mask]
+		if sl.tok != tok || sl.status != Pending || sl.kind != kindSent || sl.lane != lane || sl.epoch >= seal {
+			continue
+		}
+		c, ok, r, released := t.completeLocked(tok, Covered)
+		if ok {
+			b.done = append(b.done, c)
+		}
+		if released {
+			b.rels = append(b.rels, r)
+		}
+	}
+	for i := 0; i < len(t.held); {
+		h := &t.held[i]
+		if h.kind != kindSent || h.lane != lane || h.epoch >= seal || h.freed != Pending {
+			i++
+			continue
+		}
+		t.stats.Late++
+		t.stats.LateStatus[Covered]++
+		h.freed = Covered
+		if t.cancels > 0 {
+			i++
+			continue
+		}
+		b.rels = append(b.rels, t.releaseHeldLocked(i))
+	}
+}
+
+func (t *Tracker) getBatch() *batch {
+	if b := t.spare.Swap(nil); b != nil {
+		return b
+	}
+	return new(batch)
+}
+
+// flush delivers b's completions, then c (if ok), then runs the release
+// hook for b's releases and r (if released), and keeps b for reuse.
+func (t *Tracker) flush(b *batch, c Completion, ok bool, r Completion, released bool) {
+	for _, x := range b.done {
+		t.deliver(x)
+	}
 	if ok {
 		t.deliver(c)
 	}
-	if released && t.onRelease != nil {
-		t.onRelease(r)
+	if t.onRelease != nil {
+		for _, x := range b.rels {
+			t.onRelease(x)
+		}
+		if released {
+			t.onRelease(r)
+		}
 	}
-	return ok
+	clear(b.done)
+	clear(b.rels)
+	b.done, b.rels = b.done[:0], b.rels[:0]
+	t.spare.Store(b)
 }
 
 // completeLocked applies status s to tok. ok reports a completion c to
@@ -290,6 +428,14 @@ func (t *Tracker) completeLocked(tok Token, s Status) (c Completion, ok bool, r 
 				return
 			}
 		}
+		if sl.tok == tok && sl.status == Covered && s.fromKernel() {
+			// The kernel reports a covered operation after all (a
+			// RECVERR drop): deliver it again, amended.
+			sl.status = s
+			t.stats.Late++
+			t.stats.LateStatus[s]++
+			return Completion{Token: tok, Status: s, Amended: true}, true, r, false
+		}
 		t.stats.Unmatched++
 		return
 	}
@@ -305,7 +451,7 @@ func (t *Tracker) completeLocked(tok Token, s Status) (c Completion, ok bool, r 
 	}
 	if s == TimedOut || t.cancels > 0 {
 		// Reported, not released: the kernel may still use the memory.
-		h := held{tok: tok, status: s, freed: Pending, keep: keep, rel: rel}
+		h := held{tok: tok, status: s, freed: Pending, kind: sl.kind, lane: sl.lane, epoch: sl.epoch, keep: keep, rel: rel}
 		if s != TimedOut {
 			h.freed = s // released when the running Cancel returns
 		}
@@ -499,13 +645,27 @@ func (t *Tracker) releaseHook(rels []Completion) {
 // quarantined until their own late status arrives (Canceled, for those
 // the call gave up): the receive loop must go on feeding Process.
 func (t *Tracker) Cancel(cancel func() error) error {
+	return t.cancelLane(0, cancel)
+}
+
+// cancelLane is Cancel; with a lane (not 0) it also covers the lane's
+// operations sent before the call began: the kernel gives them no status,
+// but it has waited for them when cancel returns.
+func (t *Tracker) cancelLane(lane uint32, cancel func() error) error {
 	t.mu.Lock()
 	t.cancels++
+	t.seals++
+	seal := t.seals
 	t.mu.Unlock()
 	err := cancel()
 	var rels []Completion
 	t.mu.Lock()
 	t.cancels--
+	var b *batch
+	if lane != 0 {
+		b = t.getBatch()
+		t.coverLocked(lane, seal, t.next, b)
+	}
 	if t.cancels == 0 {
 		for i := 0; i < len(t.held); {
 			if t.held[i].freed == Pending {
@@ -514,13 +674,73 @@ func (t *Tracker) Cancel(cancel func() error) error {
 			}
 			rels = append(rels, t.releaseHeldLocked(i))
 		}
-		if len(rels) > 0 && len(t.waiters) > 0 {
-			t.wakeLocked()
+	}
+	if len(t.waiters) > 0 {
+		t.wakeLocked()
+	}
+	t.mu.Unlock()
+	if b != nil {
+		t.flush(b, Completion{}, false, Completion{}, false)
+	}
+	t.releaseHook(rels)
+	return err
+}
+
+// sent records that the unsignaled operation tok's sendmsg returned: a
+// lane operation sealed from now on covers it.
+func (t *Tracker) sent(tok Token) {
+	t.mu.Lock()
+	if tok != 0 && tok < t.next {
+		if sl := &t.slots[uint64(tok)&t.mask]; sl.tok == tok && sl.kind == kindUnsent {
+			sl.kind, sl.epoch = kindSent, t.seals
+		}
+		if i := t.heldIndex(tok); i >= 0 && t.held[i].kind == kindUnsent {
+			t.held[i].kind, t.held[i].epoch = kindSent, t.seals
 		}
 	}
 	t.mu.Unlock()
-	t.releaseHook(rels)
-	return err
+}
+
+// unsealedLocked reports whether a pending operation among tok (all:
+// every token from the lowest pending one up to tok) is unsignaled with no
+// status request after it to its lane: unsent, or sent with no sealed
+// operation of its lane, pending or timed out, sealed since.
+func (t *Tracker) unsealedLocked(tok Token, all bool) bool {
+	from := tok
+	if all {
+		from = t.low
+	}
+	var hit Token // the last sealed operation found, reused for the next ones of its lane
+	var hitLane uint32
+	var hitSeal uint64
+	for x := from; x <= tok && x < t.next; x++ {
+		sl := &t.slots[uint64(x)&t.mask]
+		if sl.tok != x || sl.status != Pending {
+			continue
+		}
+		switch sl.kind {
+		case kindUnsent:
+			return true
+		case kindSent:
+		default:
+			continue
+		}
+		if hit > x && hitLane == sl.lane && hitSeal > sl.epoch {
+			continue
+		}
+		hit = 0
+		for y := x + 1; y < t.next; y++ {
+			s2 := &t.slots[uint64(y)&t.mask]
+			if s2.tok == y && s2.kind == kindSealed && s2.lane == sl.lane && s2.epoch > sl.epoch && (s2.status == Pending || s2.status == TimedOut) {
+				hit, hitLane, hitSeal = y, s2.lane, s2.epoch
+				break
+			}
+		}
+		if hit == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Wait blocks until the operation tok is complete or ctx is done, and
@@ -529,6 +749,10 @@ func (t *Tracker) Cancel(cancel func() error) error {
 // tracker did not issue or no longer remembers.
 func (t *Tracker) Wait(ctx context.Context, tok Token) (Status, error) {
 	t.mu.Lock()
+	if t.unsealedLocked(tok, false) {
+		t.mu.Unlock()
+		return Pending, ErrUnsealed
+	}
 	if s := t.statusLocked(tok); s != Pending {
 		t.mu.Unlock()
 		if s == Unknown {
@@ -573,6 +797,10 @@ func (t *Tracker) WaitAll(ctx context.Context, upTo Token) error {
 	if t.markLocked() >= upTo {
 		t.mu.Unlock()
 		return nil
+	}
+	if t.unsealedLocked(upTo, true) {
+		t.mu.Unlock()
+		return ErrUnsealed
 	}
 	w := &waiter{tok: upTo, all: true, ch: make(chan struct{})}
 	t.waiters = append(t.waiters, w)

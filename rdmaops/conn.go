@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-rds/rds/barrier"
 	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/internal/barrierlink"
 	"github.com/go-rds/rds/internal/rdsabi"
 	"github.com/go-rds/rds/rdssock"
 )
@@ -77,6 +78,15 @@ type Options struct {
 	// whose one goroutine issues operations for many peers sets it, so
 	// that one slow or congested peer cannot stall the others.
 	FailFast bool
+
+	// SignalEvery, above 1, asks for a completion status (NOTIFY_ME) on
+	// only every SignalEvery-th READ or WRITE to each destination, and on
+	// those with Op.Signal; the others complete as barrier.Covered when a
+	// later notified operation to the same destination does. The Conn
+	// turns RDS_RECVERR on before the first such operation, so that the
+	// kernel still reports one it drops. 0 and 1 notify every operation.
+	// See "Signaling every Nth operation" in the package documentation.
+	SignalEvery int
 }
 
 // A Conn issues RDMA registrations and operations on an RDS socket bound to
@@ -104,6 +114,65 @@ type Conn struct {
 	scratch   sync.Pool
 	records   sync.Pool
 	rd        reader
+
+	laneMu   sync.Mutex
+	lanes    map[netip.AddrPort]*lane // with SignalEvery > 1
+	recvErr  sync.Once
+	recvErrE error
+}
+
+// lane is the signaling state of one destination.
+type lane struct {
+	id     uint32
+	unsigs int // operations sent unsignaled since the last notified one
+}
+
+// laneKey is the destination as the kernel matches it: the address
+// unmapped, the port.
+func laneKey(to netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+}
+
+// plan decides whether op to dst is sent with a status request and
+// returns its lane. It fails if op cannot be the notified one it must be.
+func (c *Conn) plan(to netip.AddrPort, op *Op) (id uint32, notify bool, err error) {
+	silent := op.Flags&cmsg.FlagSilent != 0
+	if op.Signal && silent {
+		return 0, false, fmt.Errorf("%w: a SILENT operation cannot carry the status request (Op.Signal)", ErrBadOp)
+	}
+	c.recvErr.Do(func() { c.recvErrE = c.c.SetRecvErr(true) })
+	if c.recvErrE != nil {
+		return 0, false, fmt.Errorf("rdmaops: SignalEvery needs RDS_RECVERR: %w", c.recvErrE)
+	}
+	k := laneKey(to)
+	c.laneMu.Lock()
+	l := c.lanes[k]
+	if l == nil {
+		if c.lanes == nil {
+			c.lanes = make(map[netip.AddrPort]*lane)
+		}
+		l = &lane{id: uint32(len(c.lanes) + 1)}
+		c.lanes[k] = l
+	}
+	notify = op.Signal || (!silent && l.unsigs+1 >= c.opts.SignalEvery)
+	if notify {
+		l.unsigs = 0
+	} else {
+		l.unsigs++
+	}
+	id = l.id
+	c.laneMu.Unlock()
+	return id, notify, nil
+}
+
+// laneOf returns the lane of dst, 0 if it has none.
+func (c *Conn) laneOf(dst netip.AddrPort) uint32 {
+	c.laneMu.Lock()
+	defer c.laneMu.Unlock()
+	if l := c.lanes[laneKey(dst)]; l != nil {
+		return l.id
+	}
+	return 0
 }
 
 // New returns a Conn issuing RDMA on c and tracking operations with tr
@@ -174,8 +243,16 @@ func (c *Conn) Close() error {
 // ReadMsg). This is how to get back the memory of operations to a peer
 // that stopped answering without closing the socket. The socket must be
 // bound.
+//
+// With Options.SignalEvery, the operations to dst sent without a status
+// request get none from the kernel: they complete as barrier.Covered when
+// the call returns, since the kernel waited for them.
 func (c *Conn) Cancel(dst netip.AddrPort) error {
-	return c.tr.Cancel(func() error { return c.c.CancelSentTo(dst) })
+	cancel := func() error { return c.c.CancelSentTo(dst) }
+	if id := c.laneOf(dst); id != 0 {
+		return barrierlink.CancelLane(c.tr, id, cancel)
+	}
+	return c.tr.Cancel(cancel)
 }
 
 // Socket returns the underlying socket.
@@ -279,10 +356,31 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 	if err != nil {
 		return 0, err
 	}
+	var tok barrier.Token
+	extra := cmsg.FlagNotifyMe
+	notify := true
+	if c.opts.SignalEvery > 1 {
+		id, n, err := c.plan(to, op)
+		if err != nil {
+			rec.Release(barrier.Completion{})
+			return 0, err
+		}
+		notify = n
+		if notify {
+			// The status must also mean that the READs it covers have
+			// landed: fence the message (a fence waits for earlier
+			// READs only).
+			extra = cmsg.FlagNotifyMe | cmsg.FlagFence
+		} else {
+			extra = 0
+		}
+		tok = barrier.Token(barrierlink.BeginLane(c.tr, op.Deadline, op.Keep, rec, id, !notify))
+	} else {
+		tok = c.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
+	}
 	s := c.getScratch()
-	tok := c.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
 	b := cmsg.NewBuilder(s.oob[:0])
-	if err := encodeRDMA(&b, op, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok)); err != nil {
+	if err := encodeRDMA(&b, op, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok), extra); err != nil {
 		c.tr.Complete(tok, barrier.NotSent)
 		c.putScratch(s)
 		return tok, err
@@ -294,6 +392,9 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 	if err != nil {
 		c.tr.Complete(tok, barrier.NotSent)
 		return tok, err
+	}
+	if !notify {
+		barrierlink.Sent(c.tr, uint64(tok))
 	}
 	return tok, nil
 }

@@ -52,6 +52,12 @@ type Op struct {
 	// Keep is handed to the tracker and returned in the operation's
 	// barrier.Completion.
 	Keep any
+
+	// Signal requests a completion status for this operation when
+	// Options.SignalEvery leaves it to every Nth one: give it to the last
+	// operation of a burst before waiting for it. A SILENT operation
+	// cannot carry it.
+	Signal bool
 }
 
 func (op *Op) total() (uint64, error) {
@@ -73,7 +79,7 @@ func (op *Op) total() (uint64, error) {
 
 // encodeRDMA fills iov with op's local ranges and appends the
 // RDS_CMSG_RDMA_ARGS for op to b. iovAddr is the user-space address of iov.
-func encodeRDMA(b *cmsg.Builder, op *Op, iov *[MaxLocal]rdsabi.Iovec, iovAddr uint64, token uint64) error {
+func encodeRDMA(b *cmsg.Builder, op *Op, iov *[MaxLocal]rdsabi.Iovec, iovAddr uint64, token uint64, extra cmsg.Flags) error {
 	total, err := op.total()
 	if err != nil {
 		return err
@@ -81,7 +87,7 @@ func encodeRDMA(b *cmsg.Builder, op *Op, iov *[MaxLocal]rdsabi.Iovec, iovAddr ui
 	for i, s := range op.Local {
 		iov[i] = rdsabi.Iovec{Addr: s.addr(), Bytes: uint64(s.n)}
 	}
-	flags := op.Flags&^cmsg.FlagReadWrite | cmsg.FlagNotifyMe
+	flags := op.Flags&^(cmsg.FlagReadWrite|cmsg.FlagNotifyMe) | extra
 	if op.Write {
 		flags |= cmsg.FlagReadWrite
 	}

@@ -99,7 +99,7 @@ func TestEncodeRDMA(t *testing.T) {
 	}
 	var iov [MaxLocal]rdsabi.Iovec
 	b := cmsg.NewBuilder(nil)
-	if err := encodeRDMA(&b, op, &iov, 0xdead000, 77); err != nil {
+	if err := encodeRDMA(&b, op, &iov, 0xdead000, 77, cmsg.FlagNotifyMe); err != nil {
 		t.Fatal(err)
 	}
 	oob, _ := b.Finish()
@@ -129,7 +129,7 @@ func TestEncodeRDMA(t *testing.T) {
 	op.Write = false
 	op.Flags = cmsg.FlagReadWrite
 	b.Reset(nil)
-	encodeRDMA(&b, op, &iov, 1, 1)
+	encodeRDMA(&b, op, &iov, 1, 1, cmsg.FlagNotifyMe)
 	oob, _ = b.Finish()
 	a, _ = parseOne(t, oob).RDMAArgs()
 	if a.Flags != cmsg.FlagNotifyMe {
@@ -143,7 +143,7 @@ func TestEncodeRDMA(t *testing.T) {
 		"too long": {Local: []Span{{r: r, n: MaxTransfer}, {r: r, n: 1}}},
 	} {
 		b.Reset(nil)
-		if err := encodeRDMA(&b, bad, &iov, 1, 1); !errors.Is(err, ErrBadOp) {
+		if err := encodeRDMA(&b, bad, &iov, 1, 1, cmsg.FlagNotifyMe); !errors.Is(err, ErrBadOp) {
 			t.Errorf("%s: err %v, want ErrBadOp", name, err)
 		}
 	}

@@ -251,6 +251,9 @@ func (c *Conn) signalDrained() {
 // Wait allocates nothing while it reads the socket itself with a context
 // that cannot be canceled.
 func (c *Conn) Wait(ctx context.Context, tok barrier.Token) (barrier.Status, error) {
+	if barrierlink.Unsealed(c.tr, uint64(tok), false) {
+		return barrier.Pending, barrier.ErrUnsealed
+	}
 	if err := c.wait(ctx, uint64(tok), false); err != nil {
 		if s := c.tr.Status(tok); s.Done() {
 			return s, nil
@@ -271,6 +274,9 @@ func (c *Conn) Wait(ctx context.Context, tok barrier.Token) (barrier.Status, err
 func (c *Conn) WaitAll(ctx context.Context, upTo barrier.Token) error {
 	if upTo > c.tr.Last() {
 		return barrier.ErrUnknownToken
+	}
+	if c.tr.HighWater() < upTo && barrierlink.Unsealed(c.tr, uint64(upTo), true) {
+		return barrier.ErrUnsealed
 	}
 	err := c.wait(ctx, uint64(upTo), true)
 	if err != nil && c.tr.HighWater() >= upTo {

@@ -3,6 +3,8 @@
 // making them public API. Package barrier fills the functions in its init.
 package barrierlink
 
+import "time"
+
 // Functions set by package barrier; t is a *barrier.Tracker.
 var (
 	// NextDeadline returns the earliest deadline (UnixNano) of a pending
@@ -17,4 +19,23 @@ var (
 	// is closed when it is, and Unwatch(t, w) must follow.
 	Watch   func(t any, tok uint64, all bool) (ch <-chan struct{}, w any, done bool)
 	Unwatch func(t any, w any)
+
+	// BeginLane begins an operation in lane (its destination): sent
+	// without a status request (unsignaled; call Sent once its sendmsg
+	// returned) or with one, sealing the lane: its kernel status then
+	// completes, as barrier.Covered, the lane's operations sent before.
+	// rel is a barrier.Releaser or nil.
+	BeginLane func(t any, deadline time.Time, keep any, rel any, lane uint32, unsignaled bool) uint64
+
+	// Sent records that an unsignaled operation's sendmsg returned 0.
+	Sent func(t any, tok uint64)
+
+	// CancelLane is Tracker.Cancel for the destination of lane; once
+	// cancel returns it also covers the lane's operations sent before.
+	CancelLane func(t any, lane uint32, cancel func() error) error
+
+	// Unsealed reports whether waiting for tok (all: for the mark to
+	// reach tok) needs an unsignaled operation that nothing would
+	// complete.
+	Unsealed func(t any, tok uint64, all bool) bool
 )
