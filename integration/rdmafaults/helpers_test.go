@@ -62,6 +62,12 @@ type end struct {
 
 func newEnd(t *testing.T, addr netip.Addr, tos uint8, tcfg *barrier.Config) *end {
 	t.Helper()
+	return newEndWith(t, addr, tos, tcfg, nil)
+}
+
+// newEndWith is newEnd with rdmaops options.
+func newEndWith(t *testing.T, addr netip.Addr, tos uint8, tcfg *barrier.Config, opts *rdmaops.Options) *end {
+	t.Helper()
 	sock, err := rdssock.Listen(netip.AddrPortFrom(addr, port()), &rdssock.Config{TOS: tos})
 	if err != nil {
 		t.Fatalf("Listen on %v: %v", addr, err)
@@ -70,7 +76,7 @@ func newEnd(t *testing.T, addr netip.Addr, tos uint8, tcfg *barrier.Config) *end
 		sock.Close()
 		t.Fatalf("transport of %v = %v, %v; want IB", sock.LocalAddrPort(), tr, err)
 	}
-	e := &end{sock: sock, c: rdmaops.New(sock, barrier.New(tcfg), nil), msgs: make(chan msg, 1024), done: make(chan struct{})}
+	e := &end{sock: sock, c: rdmaops.New(sock, barrier.New(tcfg), opts), msgs: make(chan msg, 1024), done: make(chan struct{})}
 	go e.loop(t)
 	t.Cleanup(e.close)
 	return e
@@ -199,10 +205,17 @@ func retireFaulted() {
 
 func newPair(t *testing.T, ctx context.Context) *pair {
 	t.Helper()
+	return newPairWith(t, ctx, nil, nil)
+}
+
+// newPairWith is newPair with the server's tracker configuration and
+// rdmaops options (nil: a 30 s timeout, defaults).
+func newPairWith(t *testing.T, ctx context.Context, scfg *barrier.Config, sopts *rdmaops.Options) *pair {
+	t.Helper()
 	retireFaulted()
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		p, err := tryPair(t, ctx)
+		p, err := tryPair(t, ctx, scfg, sopts)
 		if err == nil {
 			p.upIn = time.Since(start)
 			if attempt > 1 {
@@ -222,10 +235,13 @@ func newPair(t *testing.T, ctx context.Context) *pair {
 
 // tryPair makes a pair on a fresh TOS and brings its connection up with a
 // message each way, resending the hello every second for up to 8 s.
-func tryPair(t *testing.T, ctx context.Context) (*pair, error) {
+func tryPair(t *testing.T, ctx context.Context, scfg *barrier.Config, sopts *rdmaops.Options) (*pair, error) {
 	tos := freshTOS(t)
+	if scfg == nil {
+		scfg = &barrier.Config{Timeout: 30 * time.Second}
+	}
 	p := &pair{tos: tos,
-		server: newEnd(t, vmtest.IBAddr1, tos, &barrier.Config{Timeout: 30 * time.Second}),
+		server: newEndWith(t, vmtest.IBAddr1, tos, scfg, sopts),
 		client: newEnd(t, vmtest.IBAddr2, tos, &barrier.Config{Timeout: 30 * time.Second}),
 	}
 	// On Linux 6.12 an RDMA_MAP as the first message on a connection of

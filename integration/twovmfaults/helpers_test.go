@@ -114,6 +114,11 @@ type end struct {
 
 func newEnd(t *testing.T, tr *barrier.Tracker, p uint16) *end {
 	t.Helper()
+	return newEndOpts(t, tr, p, nil)
+}
+
+func newEndOpts(t *testing.T, tr *barrier.Tracker, p uint16, opts *rdmaops.Options) *end {
+	t.Helper()
 	sock, err := rdssock.Listen(netip.AddrPortFrom(vmtest.LocalAddr4(), p), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +126,7 @@ func newEnd(t *testing.T, tr *barrier.Tracker, p uint16) *end {
 	if k, err := sock.Transport(); err != nil || k != rdssock.TransportIB {
 		t.Fatalf("transport %v, %v; want IB", k, err)
 	}
-	e := &end{sock: sock, c: rdmaops.New(sock, tr, nil), msgs: make(chan msg, 4096), done: make(chan struct{})}
+	e := &end{sock: sock, c: rdmaops.New(sock, tr, opts), msgs: make(chan msg, 4096), done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
 		buf := make([]byte, 4096)
