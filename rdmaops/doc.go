@@ -52,14 +52,39 @@
 //
 // Conn.Do queues an RDMA READ or WRITE (Op) with local scatter/gather, an
 // optional payload sent as immediate data, and the flags FENCE and SILENT;
-// NOTIFY_ME is always set and the operation's barrier.Token is its
-// user_token. Do returns once the kernel accepted the operation; it waits
+// NOTIFY_ME is set (on every operation unless Options.SignalEvery says
+// otherwise) and the operation's barrier.Token is its user_token. Do returns once the kernel accepted the operation; it waits
 // out a full send buffer, congestion and EAGAIN itself (in the runtime
 // poller on a socket with rdssock.Config.WaitCongested), until the
 // operation's deadline or the context ends, so callers write no retry
 // loop. Give a READ whose immediate data tells the peer something
 // cmsg.FlagFence (Conn.Read does): without it the kernel may report the
 // READ, and send the payload, before its data is in local memory.
+//
+// # Signaling every Nth operation
+//
+// With Options.SignalEvery N above 1, only every Nth READ or WRITE to a
+// destination (address and port) asks for a completion status; the
+// others complete as barrier.Covered when a later notified one to the
+// same destination gets its status (see package barrier for why that
+// status means that their memory is free, and what it does not say).
+// That saves a status notice, and its share of a read, per operation;
+// the kernel's own completion work is unchanged (it signals every
+// message's send anyway). To keep that status meaningful the Conn:
+//
+//   - sets RDS_RDMA_FENCE on every notified operation, so that the READs
+//     it covers have landed before its message goes out;
+//   - never notifies a SILENT operation (one without payload posts no
+//     send to complete); Op.Signal on a SILENT one fails with ErrBadOp;
+//   - turns RDS_RECVERR on before the first unsignaled operation, so that
+//     the kernel reports one it drops (Dropped, delivered as an amendment
+//     when it comes after the cover);
+//   - on Cancel, completes the destination's unsignaled operations as
+//     Covered when the call returns (the kernel reports none for them).
+//
+// Give the last operation of a burst Op.Signal before waiting for it:
+// Wait and WaitAll return barrier.ErrUnsealed for an operation that no
+// notified one follows. Atomics are always notified.
 //
 // # Reading the socket
 //
@@ -190,6 +215,19 @@
 // status ever arrives, and no later message on that connection is
 // delivered. This is why atomics need Options.AllowAtomics; use them only
 // on hardware known to support masked atomics, and give them deadlines.
+//
+// BUG(rds): Read from the kernel source, not measured: sendmsg can fail
+// with ENETUNREACH after it queued the message, when the connection is
+// being destroyed (network namespace exit, module unload; net/rds/send.c,
+// rds_sendmsg). Do then completes the operation as NotSent and releases
+// memory that the dying connection may still hold.
+//
+// BUG(rds): Deleting the Soft-RoCE device under RDMA in flight between
+// two addresses of the same host hung on Linux 6.1, in
+// rds_ib_conn_path_shutdown (the RDS work queue), for over 30 s, also
+// after the socket holding the registration was closed (one run); with
+// the peer in another host the deletion returned within 2 s
+// (integration/twovmfaults).
 //
 // BUG(rds): RDS_GET_MR and RDS_GET_MR_FOR_DEST fail with EOPNOTSUPP on FRWR
 // adapters (the kernel's FRWR code leaves them unimplemented), so on those
