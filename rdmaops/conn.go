@@ -117,9 +117,13 @@ type Conn struct {
 
 	laneMu   sync.Mutex
 	lanes    map[netip.AddrPort]*lane // with SignalEvery > 1
+	laneIDs  uint32                   // the last lane id handed out; ids are never reused
 	recvErr  sync.Once
 	recvErrE error
 }
+
+// maxLanes bounds the destinations a Conn keeps signaling state for.
+const maxLanes = 4096
 
 // lane is the signaling state of one destination.
 type lane struct {
@@ -151,7 +155,18 @@ func (c *Conn) plan(to netip.AddrPort, op *Op) (id uint32, notify bool, err erro
 		if c.lanes == nil {
 			c.lanes = make(map[netip.AddrPort]*lane)
 		}
-		l = &lane{id: uint32(len(c.lanes) + 1)}
+		if len(c.lanes) >= maxLanes {
+			// Forget the destinations whose last operation was
+			// notified: nothing of theirs waits for a cover. One seen
+			// again starts a new lane.
+			for dk, dl := range c.lanes {
+				if dl.unsigs == 0 {
+					delete(c.lanes, dk)
+				}
+			}
+		}
+		c.laneIDs++
+		l = &lane{id: c.laneIDs}
 		c.lanes[k] = l
 	}
 	notify = op.Signal || (!silent && l.unsigs+1 >= c.opts.SignalEvery)

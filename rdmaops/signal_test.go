@@ -54,3 +54,28 @@ func TestPlanSignalEvery(t *testing.T) {
 		t.Fatalf("forced SILENT: %v", err)
 	}
 }
+
+// The lane map is bounded: past maxLanes, destinations whose last
+// operation was notified are forgotten; the others keep their lane, and
+// lane ids are never reused.
+func TestPlanLaneBound(t *testing.T) {
+	c := &Conn{opts: Options{SignalEvery: 2}}
+	c.recvErr.Do(func() {})
+	open := netip.MustParseAddrPort("10.1.0.1:1")
+	openID, _, _ := c.plan(open, &Op{}) // unsignaled: its lane must survive
+	seen := map[uint32]bool{openID: true}
+	for i := range maxLanes + 10 {
+		to := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}), 2)
+		id, _, _ := c.plan(to, &Op{Signal: true})
+		if seen[id] {
+			t.Fatalf("lane id %d reused", id)
+		}
+		seen[id] = true
+	}
+	if len(c.lanes) > maxLanes {
+		t.Fatalf("%d lanes kept", len(c.lanes))
+	}
+	if c.laneOf(open) != openID {
+		t.Fatal("a lane with an unsignaled operation was forgotten")
+	}
+}

@@ -5,6 +5,7 @@ package rdmafaults
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -59,6 +60,8 @@ type nthRun struct {
 	marks   []barrier.Token
 	errs    []string
 	covered int
+	opBuf   rdmaops.Op
+	spanBuf [1]rdmaops.Span
 }
 
 func (r *nthRun) errorf(format string, args ...any) {
@@ -79,7 +82,7 @@ func writeByte(tok barrier.Token) byte { return byte(int(tok)%200 + 1) }
 // newNthRun makes a pair whose server signals every nthEvery-th op, and
 // registers the client's memory.
 func newNthRun(t *testing.T, ctx context.Context, maxOps int) *nthRun {
-	r := &nthRun{t: t, maxOps: maxOps, slots: 64, ops: make([]nthOp, maxOps+1)}
+	r := &nthRun{t: t, maxOps: maxOps, slots: 64, ops: make([]nthOp, maxOps+1), marks: make([]barrier.Token, 0, maxOps+16)}
 	cfg := &barrier.Config{Capacity: 1024, Timeout: 20 * time.Second, OnComplete: r.onComplete, OnRelease: r.onRelease}
 	r.p = newPairWith(t, ctx, cfg, &rdmaops.Options{SignalEvery: nthEvery})
 	r.tr = r.p.server.c.Tracker()
@@ -162,7 +165,9 @@ func (r *nthRun) issue(ctx context.Context, force bool, deadline time.Time) (bar
 	o.slot = int(tok) % r.slots
 	r.mu.Unlock()
 	b := r.slice(tok)
-	op := &rdmaops.Op{Write: !o.read, Remote: r.ck, Local: []rdmaops.Span{r.local.Span(int(tok-1)*nthSlice, nthSlice)}, Signal: force, Deadline: deadline}
+	r.spanBuf[0] = r.local.Span(int(tok-1)*nthSlice, nthSlice)
+	op := &r.opBuf // Do keeps no reference to it
+	*op = rdmaops.Op{Write: !o.read, Remote: r.ck, Local: r.spanBuf[:], Signal: force, Deadline: deadline}
 	if o.read {
 		fillByte(b, 0)
 		op.RemoteOffset = uint64(r.slots*nthSlice + o.slot*nthSlice)
@@ -266,8 +271,8 @@ func TestNthSignalPipeline(t *testing.T) {
 	vmtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	const n = 400
-	r := newNthRun(t, ctx, n)
+	const n, rounds = 400, 50
+	r := newNthRun(t, ctx, n+rounds*nthEvery)
 	r.strict = true
 	start := time.Now()
 	last, sendErrs := r.pipeline(ctx, n, 32, nil)
@@ -279,6 +284,31 @@ func TestNthSignalPipeline(t *testing.T) {
 		t.Fatalf("WaitAll(%d): %v (mark %d)", last, err, r.tr.HighWater())
 	}
 	took := time.Since(start)
+
+	// Steady state: 8 ops (the 8th notified), then spin until the mark
+	// reaches it, while the end's loop processes the status. No
+	// allocation per op, in this goroutine or the reading one.
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for range rounds {
+		var tok barrier.Token
+		for range nthEvery {
+			var err error
+			if tok, err = r.issue(context.Background(), false, time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for r.tr.HighWater() < tok {
+			runtime.Gosched()
+		}
+	}
+	runtime.ReadMemStats(&m1)
+	perOp := float64(m1.Mallocs-m0.Mallocs) / float64(rounds*nthEvery)
+	t.Logf("steady state: %d allocations in %d ops (%.3f per op)", m1.Mallocs-m0.Mallocs, rounds*nthEvery, perOp)
+	if perOp >= 0.05 {
+		t.Errorf("%.3f allocations per op in steady state", perOp)
+	}
+	last = r.tr.Last()
 	st := r.tr.Stats()
 	signaled := 0
 	for tok := barrier.Token(1); tok <= last; tok++ {
@@ -288,8 +318,8 @@ func TestNthSignalPipeline(t *testing.T) {
 	}
 	r.p.server.close()
 	hist, amended := r.check(t, last)
-	t.Logf("%d ops in %v, %d notified; statuses %v; mark %d when the last op was issued; %d unmatched, %d late",
-		last, took.Round(time.Millisecond), signaled, hist, markAtLast, st.Unmatched, st.Late)
+	t.Logf("pipeline of %d ops in %v (mark %d when its last op was issued); %d ops in all, %d notified; statuses %v; %d unmatched, %d late",
+		n, took.Round(time.Millisecond), markAtLast, last, signaled, hist, st.Unmatched, st.Late)
 	if hist[barrier.Success] != signaled || hist[barrier.Covered] != int(last)-signaled || amended != 0 || st.Unmatched != 0 {
 		t.Errorf("want %d Success and %d Covered, no amendment, no unmatched status", signaled, int(last)-signaled)
 	}
