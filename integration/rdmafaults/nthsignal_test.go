@@ -304,8 +304,8 @@ func TestNthSignalPipeline(t *testing.T) {
 	}
 	runtime.ReadMemStats(&m1)
 	perOp := float64(m1.Mallocs-m0.Mallocs) / float64(rounds*nthEvery)
-	t.Logf("steady state: %d allocations in %d ops (%.3f per op)", m1.Mallocs-m0.Mallocs, rounds*nthEvery, perOp)
-	if perOp >= 0.05 {
+	t.Logf("steady state: %d allocations in %d ops (%.3f per op; race detector on, not judged: %v)", m1.Mallocs-m0.Mallocs, rounds*nthEvery, perOp, raceEnabled)
+	if perOp >= 0.05 && !raceEnabled {
 		t.Errorf("%.3f allocations per op in steady state", perOp)
 	}
 	last = r.tr.Last()

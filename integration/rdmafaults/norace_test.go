@@ -1,0 +1,5 @@
+//go:build integration && !race
+
+package rdmafaults
+
+const raceEnabled = false
