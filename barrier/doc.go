@@ -66,8 +66,9 @@
 //
 // # Signaling every Nth operation
 //
-// An operation may be sent without RDS_RDMA_NOTIFY_ME (rdmaops does so
-// with Options.SignalEvery). The kernel never reports its success; it
+// Package rdmaops can send an operation without RDS_RDMA_NOTIFY_ME
+// (Options.SignalEvery; operations begun with Begin are always expected
+// to carry it). The kernel never reports such an operation's success; it
 // completes, with status Covered, when a later notified operation to the
 // same destination (the socket's lane: peer address and port) gets a
 // kernel status, provided that the later one was begun after this one's
@@ -116,7 +117,9 @@
 // its release, without faults, with a bogus key among unsignaled WRITEs
 // (all eight operations then ended Dropped, the three that had executed
 // included, once the connection came back), and with the RDMA device
-// deleted and added again under 32 operations in flight.
+// deleted and added again under 32 operations in flight. A notified
+// operation with a bogus key ended RemoteError and covered the seven
+// before it, whose data had landed. No amendment came in those runs.
 //
 // # Deadlines
 //

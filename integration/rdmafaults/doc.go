@@ -5,5 +5,6 @@
 // connection takes to come back, and closing a socket with RDMA
 // operations in flight, and signaling only every 8th operation
 // (TestNthSignal*: no fault, with steady-state allocations; a bogus cookie
-// among unsignaled WRITEs). Each test logs one RELIABILITY line per fault.
+// among unsignaled WRITEs, or on the notified one). Each test logs one
+// RELIABILITY line per fault.
 package rdmafaults

@@ -435,3 +435,71 @@ func TestNthSignalBogusCookie(t *testing.T) {
 	}
 	reliability(t, "nth-signal/bogus-cookie", c, fmt.Sprintf("before close %v; after %v; %d amendments", before, after, amended))
 }
+
+// TestNthSignalBogusCookieNotified: seven unsignaled good WRITEs, then the
+// notified 8th with a bogus cookie. The completion path reports the 8th
+// RemoteError (net/rds/ib_send.c maps a remote access error of a notified
+// op), and that status covers the seven, whose data is in the client's
+// memory by then: RC executes work requests in order.
+func TestNthSignalBogusCookieNotified(t *testing.T) {
+	vmtest.Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r := newNthRun(t, ctx, 16)
+	r.writes = true
+	good := r.ck
+	var toks []barrier.Token
+	for i := range nthEvery {
+		r.ck = good
+		if i == nthEvery-1 {
+			r.ck = cmsg.MakeCookie(good.RKey()^0x5a5a00, 0)
+		}
+		tok, err := r.issue(ctx, false, time.Now().Add(20*time.Second))
+		if err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+		toks = append(toks, tok)
+	}
+	r.ck = good
+	x := toks[nthEvery-1]
+	if !r.ops[x].signaled {
+		t.Fatal("the 8th op was not the notified one")
+	}
+	st, err := r.p.server.c.Wait(ctx, x)
+	if err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	r.p.fault()
+	statuses := make([]barrier.Status, len(toks))
+	for i, tok := range toks {
+		statuses[i] = r.tr.Status(tok)
+	}
+	mark := r.tr.HighWater()
+	mem := append([]byte(nil), r.mem.Bytes()[:r.slots*nthSlice]...)
+	r.p.client.close()
+	r.p.server.close()
+	hist, amended := r.check(t, x)
+	t.Logf("statuses %v; mark %d of %d; %d amendments", statuses, mark, x, amended)
+	if st != barrier.RemoteError {
+		t.Errorf("the notified op with a bogus cookie ended %v, want remote error", st)
+	}
+	for i, tok := range toks[:nthEvery-1] {
+		if statuses[i] != barrier.Covered {
+			t.Errorf("op %d: %v at the notified op's status, want covered", i+1, statuses[i])
+		}
+		sl := mem[r.ops[tok].slot*nthSlice : (r.ops[tok].slot+1)*nthSlice]
+		if !allByte(sl, writeByte(tok)) {
+			t.Errorf("op %d's data is not in the client's memory", i+1)
+		}
+	}
+	if mark != x {
+		t.Errorf("mark %d, want %d", mark, x)
+	}
+	var c tally
+	for s, k := range hist {
+		for range k {
+			c.add(s)
+		}
+	}
+	reliability(t, "nth-signal/bogus-cookie-notified", c, fmt.Sprintf("statuses %v", statuses))
+}
