@@ -52,9 +52,10 @@ only): the receiver registers -depth buffers of -rdma-size bytes per sender
 task once, at warm-up, from a pool, and sends their cookies; each sender
 task keeps up to -depth RDMA WRITEs into (or READs from) them in flight,
 each with immediate data and a completion notice tracked by a barrier
-token. The receiver hands a buffer back with a credit when its immediate
-data arrives. Latency is from issuing an operation to its completion
-notice; the summary counts completions by status. -verify fills every
+token. Without -verify the sender cycles through those buffers, as
+rds-stress does; with it the receiver checks each buffer when its
+immediate data arrives and hands it back with a credit. Latency is from
+issuing an operation to its completion notice; the summary counts completions by status. -verify fills every
 transfer with a pattern and checks the landed bytes (the receiver checks
 WRITEs, the sender READs). Keep -rdma-size modest on Soft-RoCE (transfers
 of 32 KiB and more were seen to stall rxe). A receiver registers at most
@@ -839,14 +840,19 @@ func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) er
 	if rr {
 		typ = typeReq
 	}
+	var answers []rdssock.Message
+	if rr {
+		answers = newAnswerBatch(min(o.depth, 16))
+	}
 	unanswered := 0
 	var err error
 	for o.count == 0 || t.sent < uint64(o.count) {
 		if rr && unanswered == o.depth {
-			if _, err = s.readTask(sendCtx, t, buf, typeAck); err != nil {
+			var got int
+			if got, err = s.readAnswers(sendCtx, t, answers); err != nil {
 				break
 			}
-			unanswered--
+			unanswered -= got
 			continue
 		}
 		if sendCtx.Err() != nil {
@@ -918,6 +924,44 @@ func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64,
 		return fmt.Errorf("task %d: the receiver saw %d messages out of sequence", t.id, a.aux)
 	}
 	return nil
+}
+
+// newAnswerBatch returns n messages for readAnswers, each with room for a
+// stress header: the rest of an answer is not needed, and a truncated
+// message is no error in a batch.
+func newAnswerBatch(n int) []rdssock.Message {
+	ms := make([]rdssock.Message, n)
+	bufs := make([]byte, n*stressHeader)
+	for i := range ms {
+		ms[i].Buffer = bufs[i*stressHeader : (i+1)*stressHeader]
+	}
+	return ms
+}
+
+// readAnswers waits for answers to task t's requests and takes every one
+// already queued, with one recvmmsg; it returns how many it counted.
+func (s *sender) readAnswers(ctx context.Context, t *senderTask, ms []rdssock.Message) (int, error) {
+	for {
+		n, err := t.c.ReadBatch(ctx, ms, 0)
+		if err != nil {
+			return 0, err
+		}
+		got := 0
+		for i := range ms[:n] {
+			m := &ms[i]
+			var h stressHdr
+			if m.Addr != s.dst || !h.parse(m.Buffer[:min(m.N, len(m.Buffer))]) || h.run != s.runID || h.task != t.id || h.typ != typeAck {
+				continue
+			}
+			t.hist.Record(uint64(max(monoNow()-h.ts, 0)))
+			got++
+		}
+		if got > 0 {
+			t.acked.Add(uint64(got))
+			s.inflight.Add(^uint64(got - 1))
+			return got, nil
+		}
+	}
 }
 
 // readTask reads task t's socket until a message of type want arrives for

@@ -350,6 +350,11 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, erro
 		r.mu.Unlock()
 		return true, nil
 	}
+	if !st.verify {
+		// Nothing to check: the sender keeps using the buffers it was
+		// given, as rds-stress does, and none is handed back.
+		return true, nil
+	}
 	if st.op == rdmaOpWrite {
 		if err := b.Landed(); err != nil {
 			return true, err
@@ -721,7 +726,11 @@ loop:
 		if _, err = rt.rc.Do(sendCtx, s.dst, rop); err != nil {
 			break
 		}
-		rt.takeCredit()
+		if o.verify {
+			rt.takeCredit() // the receiver checks the buffer and grants it again
+		} else {
+			rt.reuseCredit(o.depth)
+		}
 		t.sent++
 		s.msgs.Add(1)
 		s.bytes.Add(uint64(o.rdmaSize))
@@ -853,6 +862,14 @@ func (rt *rdmaTask) credit(c rdmaCredit, depth int) {
 		rt.credits, rt.credHead = rt.credits[:n], 0
 	}
 	rt.credits = append(rt.credits, c)
+}
+
+// reuseCredit moves the oldest credit to the back: without -verify the
+// receiver hands nothing back, and the sender cycles through its buffers.
+func (rt *rdmaTask) reuseCredit(depth int) {
+	c := rt.credits[rt.credHead]
+	rt.takeCredit()
+	rt.credit(c, depth)
 }
 
 // takeCredit drops the oldest credit, which an operation used.
