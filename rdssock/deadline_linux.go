@@ -70,6 +70,7 @@ type ctxWaiter struct {
 	done     bool        // the context ended
 	standing bool        // the mux's standing registration watches ctx
 	stop     func() bool // else: its own registration
+	gen      uint64      // counts the calls that used this (pooled) waiter
 }
 
 // setUser records and applies the application's deadline.
@@ -141,6 +142,7 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
 		m.waiters = make(map[*ctxWaiter]struct{})
 	}
 	m.waiters[w] = struct{}{}
+	w.gen++
 	switch {
 	case w.doneCh == m.watched:
 		w.standing = true
@@ -153,7 +155,11 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
 		m.stopWatch = context.AfterFunc(ctx, func() { m.ended(done) })
 		w.standing = true
 	default:
-		w.stop = context.AfterFunc(ctx, func() { m.end(w) })
+		// The waiter is pooled with its op: the registration may fire
+		// after this call ended and the waiter serves another one, so it
+		// names the call.
+		gen := w.gen
+		w.stop = context.AfterFunc(ctx, func() { m.end(w, gen) })
 	}
 	if w.standing {
 		m.watchers++
@@ -179,9 +185,12 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 	_ = m.applyLocked()
 }
 
-func (m *deadlineMux) end(w *ctxWaiter) {
+func (m *deadlineMux) end(w *ctxWaiter, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, waiting := m.waiters[w]; !waiting || w.gen != gen {
+		return // that call is over
+	}
 	w.done = true
 	_ = m.applyLocked()
 }
