@@ -112,6 +112,25 @@ type end struct {
 	done chan struct{}
 }
 
+// askKey asks the owner at peer for its key ("key?") until one that dead
+// does not hold arrives or limit passes.
+func (e *end) askKey(ctx context.Context, peer netip.AddrPort, dead map[cmsg.Cookie]bool, limit time.Duration) (cmsg.Cookie, bool) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		sctx, scancel := context.WithTimeout(ctx, time.Second)
+		e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer)
+		scancel()
+		select {
+		case m := <-e.msgs:
+			if m.hasDest && !dead[m.dest] {
+				return m.dest, true
+			}
+		case <-time.After(time.Second):
+		}
+	}
+	return 0, false
+}
+
 func newEnd(t *testing.T, tr *barrier.Tracker, p uint16) *end {
 	t.Helper()
 	return newEndOpts(t, tr, p, nil)

@@ -137,22 +137,7 @@ func nthInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		}
 	}()
 	dead := map[cmsg.Cookie]bool{}
-	key := func(limit time.Duration) (cmsg.Cookie, bool) {
-		deadline := time.Now().Add(limit)
-		for time.Now().Before(deadline) {
-			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer)
-			scancel()
-			select {
-			case m := <-e.msgs:
-				if m.hasDest && !dead[m.dest] {
-					return m.dest, true
-				}
-			case <-time.After(time.Second):
-			}
-		}
-		return 0, false
-	}
+	key := func(limit time.Duration) (cmsg.Cookie, bool) { return e.askKey(ctx, peer, dead, limit) }
 	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
 	e.sock.WriteMsgContext(hctx, []byte("hello"), nil, peer)
 	hcancel()

@@ -78,22 +78,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	// key asks the owner for its key until one arrives or limit passes,
 	// skipping keys known to be dead.
 	dead := map[cmsg.Cookie]bool{}
-	key := func(limit time.Duration) (cmsg.Cookie, bool) {
-		deadline := time.Now().Add(limit)
-		for time.Now().Before(deadline) {
-			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer)
-			scancel()
-			select {
-			case m := <-e.msgs:
-				if m.hasDest && !dead[m.dest] {
-					return m.dest, true
-				}
-			case <-time.After(time.Second):
-			}
-		}
-		return 0, false
-	}
+	key := func(limit time.Duration) (cmsg.Cookie, bool) { return e.askKey(ctx, peer, dead, limit) }
 	start := time.Now()
 	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
 	e.sock.WriteMsgContext(hctx, []byte("hello"), nil, peer)
