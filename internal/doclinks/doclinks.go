@@ -1,9 +1,10 @@
 // Package doclinks checks the relative links of the repository's Markdown
 // files: every [text](path) and reference definition must name a file or
 // directory that exists, and a #fragment must name a heading of the
-// target Markdown file. Its test runs the check over the repository, so
-// the host unit tests fail when a document links to something moved or
-// removed.
+// target Markdown file. Repository paths written as code (`bench/x.c`)
+// must exist too, except in CHANGELOG.md, which names paths as they were.
+// Its test runs the check over the repository, so the host unit tests
+// fail when a document points at something moved or removed.
 package doclinks
 
 import (
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -41,6 +43,7 @@ var (
 	scheme    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*:`)
 	heading   = regexp.MustCompile(`^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$`)
 	linkText  = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+	lineNo    = regexp.MustCompile(`:[0-9]+$`)
 )
 
 // Links returns the inline links and reference definitions of a Markdown
@@ -67,6 +70,43 @@ func Links(doc string) []Link {
 		}
 		if m := reference.FindStringSubmatch(line); m != nil {
 			out = append(out, Link{Line: i + 1, Target: strings.Trim(m[1], "<>")})
+		}
+	}
+	return out
+}
+
+// CodePaths returns the code spans of a Markdown document, outside fenced
+// code blocks, that name a path in the repository: a single word with a
+// slash whose first element is one of tops (the repository's top-level
+// directories), such as `integration/cmd/rdsvm` or `bench/cbaseline/`.
+// A leading ./ and a trailing :LINE are dropped; paths with a testdata
+// element (built files) and patterns (*, ..., <name>) are left out.
+func CodePaths(doc string, tops map[string]bool) []Link {
+	var out []Link
+	fence := ""
+	for i, line := range strings.Split(doc, "\n") {
+		t := strings.TrimSpace(line)
+		if fence != "" {
+			if strings.HasPrefix(t, fence) {
+				fence = ""
+			}
+			continue
+		}
+		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			fence = t[:3]
+			continue
+		}
+		for _, span := range codeSpan.FindAllString(line, -1) {
+			p := strings.TrimPrefix(strings.Trim(span, "`"), "./")
+			p = lineNo.ReplaceAllString(p, "")
+			if strings.ContainsAny(p, " ,*<>{}$") || strings.Contains(p, "...") {
+				continue
+			}
+			elems := strings.Split(strings.TrimSuffix(p, "/"), "/")
+			if len(elems) < 2 || !tops[elems[0]] || slices.Contains(elems, "testdata") {
+				continue
+			}
+			out = append(out, Link{Line: i + 1, Target: p})
 		}
 	}
 	return out
@@ -122,10 +162,22 @@ func Slug(h string) string {
 }
 
 // Check reads every Markdown file under root, skipping hidden and testdata
-// directories, and returns the relative links that do not resolve. A path
-// starting with / is taken from root, as GitHub does.
+// directories, and returns the relative links that do not resolve (a
+// path starting with / is taken from root, as GitHub does) and the
+// repository paths in code spans (see CodePaths; relative to root) that
+// do not exist, except in CHANGELOG.md.
 func Check(root string) ([]Broken, error) {
 	var broken []Broken
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, err
+	}
+	tops := make(map[string]bool)
+	for _, e := range entries {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			tops[e.Name()] = true
+		}
+	}
 	anchorsOf := make(map[string]map[string]bool)
 	anchors := func(path string) (map[string]bool, error) {
 		if a, ok := anchorsOf[path]; ok {
@@ -139,7 +191,7 @@ func Check(root string) ([]Broken, error) {
 		anchorsOf[path] = a
 		return a, nil
 	}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -160,6 +212,14 @@ func Check(root string) ([]Broken, error) {
 		for _, l := range Links(string(doc)) {
 			if reason := resolve(root, path, l.Target, anchors); reason != "" {
 				broken = append(broken, Broken{File: filepath.ToSlash(rel), Line: l.Line, Target: l.Target, Reason: reason})
+			}
+		}
+		if filepath.Base(path) == "CHANGELOG.md" {
+			return nil // history names paths as they were then
+		}
+		for _, l := range CodePaths(string(doc), tops) {
+			if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(l.Target))); err != nil {
+				broken = append(broken, Broken{File: filepath.ToSlash(rel), Line: l.Line, Target: l.Target, Reason: "no such path in the repository"})
 			}
 		}
 		return nil

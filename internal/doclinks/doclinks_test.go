@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestRepositoryLinks checks every Markdown file of the repository.
+// TestRepositoryLinks checks the links and code-span paths of every
+// Markdown file of the repository.
 func TestRepositoryLinks(t *testing.T) {
 	root := repoRoot(t)
 	broken, err := Check(root)
@@ -18,7 +19,7 @@ func TestRepositoryLinks(t *testing.T) {
 		t.Errorf("%v", b)
 	}
 	if t.Failed() {
-		t.Log("fix the link, or the document that moved; links are relative to the file that holds them")
+		t.Log("fix the document: links are relative to the file that holds them, paths written as code to the repository root")
 	}
 }
 
@@ -37,6 +38,7 @@ func TestCheckFixture(t *testing.T) {
 		"README.md:9: docs/gone.md: no such file or directory",
 		"README.md:9: docs/guide.md#no-such-part: no heading for #no-such-part",
 		"README.md:16: docs/absent.txt: no such file or directory",
+		"README.md:19: docs/moved.go: no such path in the repository",
 		"docs/guide.md:5: #third-part: no heading for #third-part",
 	}
 	if !slices.Equal(got, want) {
