@@ -10,6 +10,7 @@ package doclinks
 import (
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,11 +19,11 @@ import (
 	"unicode"
 )
 
-// Broken is a link whose target does not resolve.
+// Broken is a link or path that does not resolve.
 type Broken struct {
 	File   string // the Markdown file, relative to the root
 	Line   int    // 1-based
-	Target string // the link as written
+	Target string // as written
 	Reason string
 }
 
@@ -30,7 +31,7 @@ func (b Broken) String() string {
 	return fmt.Sprintf("%s:%d: %s: %s", b.File, b.Line, b.Target, b.Reason)
 }
 
-// Link is one link found in a Markdown file.
+// Link is a link target or repository path found in a Markdown file.
 type Link struct {
 	Line   int
 	Target string
@@ -46,30 +47,41 @@ var (
 	lineNo    = regexp.MustCompile(`:[0-9]+$`)
 )
 
+// prose yields the lines of a Markdown document outside fenced code
+// blocks, with their 1-based numbers.
+func prose(doc string) iter.Seq2[int, string] {
+	return func(yield func(int, string) bool) {
+		fence := ""
+		for i, line := range strings.Split(doc, "\n") {
+			t := strings.TrimSpace(line)
+			switch {
+			case fence != "":
+				if strings.HasPrefix(t, fence) {
+					fence = ""
+				}
+			case strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~"):
+				fence = t[:3]
+			default:
+				if !yield(i+1, line) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // Links returns the inline links and reference definitions of a Markdown
 // document, outside fenced code blocks and code spans. Indented code
 // blocks are read as text: a link-like string there is checked too.
 func Links(doc string) []Link {
 	var out []Link
-	fence := ""
-	for i, line := range strings.Split(doc, "\n") {
-		t := strings.TrimSpace(line)
-		if fence != "" {
-			if strings.HasPrefix(t, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			fence = t[:3]
-			continue
-		}
+	for i, line := range prose(doc) {
 		line = codeSpan.ReplaceAllString(line, "")
 		for _, m := range inline.FindAllStringSubmatch(line, -1) {
-			out = append(out, Link{Line: i + 1, Target: strings.Trim(m[1], "<>")})
+			out = append(out, Link{Line: i, Target: strings.Trim(m[1], "<>")})
 		}
 		if m := reference.FindStringSubmatch(line); m != nil {
-			out = append(out, Link{Line: i + 1, Target: strings.Trim(m[1], "<>")})
+			out = append(out, Link{Line: i, Target: strings.Trim(m[1], "<>")})
 		}
 	}
 	return out
@@ -83,19 +95,7 @@ func Links(doc string) []Link {
 // element (built files) and patterns (*, ..., <name>) are left out.
 func CodePaths(doc string, tops map[string]bool) []Link {
 	var out []Link
-	fence := ""
-	for i, line := range strings.Split(doc, "\n") {
-		t := strings.TrimSpace(line)
-		if fence != "" {
-			if strings.HasPrefix(t, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			fence = t[:3]
-			continue
-		}
+	for i, line := range prose(doc) {
 		for _, span := range codeSpan.FindAllString(line, -1) {
 			p := strings.TrimPrefix(strings.Trim(span, "`"), "./")
 			p = lineNo.ReplaceAllString(p, "")
@@ -106,7 +106,7 @@ func CodePaths(doc string, tops map[string]bool) []Link {
 			if len(elems) < 2 || !tops[elems[0]] || slices.Contains(elems, "testdata") {
 				continue
 			}
-			out = append(out, Link{Line: i + 1, Target: p})
+			out = append(out, Link{Line: i, Target: p})
 		}
 	}
 	return out
@@ -117,19 +117,7 @@ func CodePaths(doc string, tops map[string]bool) []Link {
 func Anchors(doc string) map[string]bool {
 	anchors := make(map[string]bool)
 	seen := make(map[string]int)
-	fence := ""
-	for _, line := range strings.Split(doc, "\n") {
-		t := strings.TrimSpace(line)
-		if fence != "" {
-			if strings.HasPrefix(t, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
-			fence = t[:3]
-			continue
-		}
+	for _, line := range prose(doc) {
 		m := heading.FindStringSubmatch(line)
 		if m == nil {
 			continue
