@@ -138,14 +138,12 @@
 // only when it has to block; CompleteAll and Cancel may allocate.
 //
 // BUG(rds): A timed-out operation is not revoked: the kernel may still
-// perform the RDMA after its deadline passed. The tracker therefore keeps a
-// timed-out operation's memory quarantined (no release, mark held) until
-// the kernel's late status, CompleteAll after the socket is closed, or the
-// late Canceled status that canceling its destination produces (or, for an
-// unsignaled operation, the status of the operation that covers it). An
-// operation whose status never comes (a peer that never answers, on a
-// connection that never fails) stays quarantined until one of those; cancel
-// the destination or close the socket to get its memory back.
+// perform the RDMA after its deadline passed, so the tracker keeps its
+// memory quarantined (no release, mark held) until a late status comes
+// (its own, a cover's, or the Canceled one that Tracker.Cancel produces)
+// or CompleteAll runs after the socket is closed. If the peer may never
+// answer, cancel the destination or close the socket to get the memory
+// back.
 //
 // BUG(rds): RDS_CANCEL_SENT_TO and closing the socket wait for the adapter
 // to finish the operations it had started, but interruptibly: a signal that

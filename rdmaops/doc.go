@@ -171,44 +171,31 @@
 // was registered. Conn.Close resolves the operations still in flight and
 // releases the timed-out ones; Conn.Cancel does so for one destination.
 //
-// BUG(rds): Freeing a registration does not revoke it at once. Measured
-// on Linux 6.1 over Soft-RoCE (package integration/rdmafaults): a peer's
-// RDMA WRITE with a freed, invalidated cookie still landed in 18 of 20
-// attempts, also after RDS_FREE_MR with a zero cookie (Conn.Flush) and
-// 200 ms later. The key died only after the owner's peer had acknowledged
-// the message that carried the registration (any message from the peer
-// carries the acknowledgement) and the transport's deferred flush ran.
-// RDS_RDMA_USE_ONCE behaves the same: a second WRITE issued right after
-// the first use's immediate data still landed; one issued a second later
-// was refused. Closing the owner's socket killed its keys at once.
+// BUG(rds): Freeing a registration does not revoke it at once: a peer's
+// RDMA WRITE with the freed key (use-once keys too) can still land until
+// the owner's peer has acknowledged the message that carried the
+// registration and the transport's deferred flush ran; closing the
+// owner's socket kills its keys at once. Reuse such memory only after the
+// peer confirms it is done (Buffer.Revoke, Buffer.Confirm); TESTING.md
+// ("Kernel defects measured") has the measurements.
 //
 // BUG(rds): RDS registers whole pages, and FRWR registrations (Soft-RoCE,
-// current RoCE adapters) always grant remote write access: measured, a
-// peer READ of the whole page behind a 100-byte registration succeeded,
-// and a WRITE into a key registered without RDS_RDMA_READWRITE landed.
-// Only the page boundary protects memory; use Regions, never memory that
-// shares pages with other data.
+// current RoCE adapters) always grant remote write access, whatever the
+// registration's length and flags. Only the page boundary protects memory:
+// use Regions, never memory that shares pages with other data.
 //
 // BUG(rds): After a remote access error the kernel tears the RDS/IB
-// connection down, and on Linux 6.1 its shutdown then hangs
-// (rds_ib_conn_path_shutdown, in the single RDS work queue, so no RDS/IB
-// connection of any TOS comes up meanwhile) until the socket that
-// registered memory over that connection is closed; freeing and flushing
-// the keys is not enough. After closing that socket the connection was
-// back within 100 ms. An owner that sees a peer's operation fail, or loses
-// contact, should close and reopen its socket and register again.
+// connection down, and on Linux 6.1 the teardown hangs, holding up every
+// RDS/IB connection, until the socket that registered memory over that
+// connection is closed. An owner that sees a peer's operation fail, or
+// loses contact, should close and reopen its socket and register again.
 //
-// BUG(rds): When the RDMA device goes away (Soft-RoCE device deleted and
-// added again, package integration/twovmfaults), operations already
-// posted end as RDS_RDMA_DROPPED and are not retried; one not yet posted
-// goes out after the reconnect with whatever key it carries. A key
-// announced before the outage must not be used after it: the owner has
-// to close its socket to let the connection come back, and on 6.1 a
-// registration made while a remote access error was tearing the
-// connection down blocked for good in rds_ib_post_reg_frmr, together with
-// the RDS work queue; on 6.12 such a registration returned a key that
-// failed every use (rds_ib_reg_frmr does not check the registration's
-// completion status). After an outage, ask the owner for a fresh key.
+// BUG(rds): When the RDMA device goes away, operations already posted end
+// as RDS_RDMA_DROPPED and are not retried, and one not yet posted goes
+// out after the reconnect with whatever key it carries. A registration
+// made while the connection is torn down may hang (6.1) or yield a key
+// that fails every use (6.12). After an outage the owner should close its
+// socket and register again, and its peers ask it for a fresh key.
 //
 // BUG(rds): The kernel posts every RDS atomic as a masked atomic, which
 // Soft-RoCE (rxe) does not implement: sendmsg succeeds, no completion
@@ -222,12 +209,10 @@
 // rds_sendmsg). Do then completes the operation as NotSent and releases
 // memory that the dying connection may still hold.
 //
-// BUG(rds): Deleting the Soft-RoCE device under RDMA in flight between
-// two addresses of the same host hung on Linux 6.1, in
-// rds_ib_conn_path_shutdown (the RDS work queue), for over 30 s, also
-// after the socket holding the registration was closed (one run); with
-// the peer in another host the deletion returned within 2 s
-// (integration/twovmfaults).
+// BUG(rds): On Linux 6.1, deleting a Soft-RoCE device under RDMA in
+// flight between two addresses of the same host can hang the RDS work
+// queue, even after the registering socket is closed. Stop RDMA on a
+// device before deleting it.
 //
 // BUG(rds): RDS_GET_MR and RDS_GET_MR_FOR_DEST fail with EOPNOTSUPP on FRWR
 // adapters (the kernel's FRWR code leaves them unimplemented), so on those

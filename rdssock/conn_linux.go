@@ -23,12 +23,10 @@ type Conn struct {
 	s  *socket.Conn
 	rc syscall.RawConn
 
-	local    atomic.Pointer[Addr]
-	peer     atomic.Pointer[Addr] // default destination set by Connect
-	sndbuf   atomic.Int64         // cached SO_SNDBUF for error messages
-	closed   atomic.Bool
-	tsActive bool
-	otherNS  bool // created in Config.NetNS: sender zones are given by index
+	local   atomic.Pointer[Addr]
+	peer    atomic.Pointer[Addr] // default destination set by Connect
+	closed  atomic.Bool
+	otherNS bool // created in Config.NetNS: sender zones are given by index
 
 	waitCongested     atomic.Bool  // Config.WaitCongested is in force
 	congNoticesWanted atomic.Bool  // the caller asked for congestion notices
@@ -234,7 +232,5 @@ func unwrapSyscall(err error) error {
 	return err
 }
 
-var (
-	aLongTimeAgo = time.Unix(1, 0)
-	noDeadline   time.Time
-)
+// aLongTimeAgo is a deadline in the past: setting it wakes every waiter.
+var aLongTimeAgo = time.Unix(1, 0)

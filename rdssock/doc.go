@@ -110,19 +110,16 @@ package rdssock
 // BUG(kernel): after RDS/TCP connections are reset, Linux up to at least
 // 6.12 can pair the new TCP connections with different paths than before,
 // so a message retransmitted after the reset may be delivered twice, or a
-// new one dropped as old (recv_drop_old_seq). Upstream fixed it in
-// "net/rds: Encode cp_index in TCP source port".
+// new one dropped as old (recv_drop_old_seq); upstream fixed it in
+// "net/rds: Encode cp_index in TCP source port". Number messages end to
+// end if they must survive a reconnect.
 
-// BUG(kernel): over RDS/TCP, the sender's kernel can keep a port marked
-// congested after the receiving socket drained its queue and its own
-// kernel cleared the mark: the last congestion map update that the sender
-// applies still has the port's bit set. Senders to the port then wait
-// (WaitCongested, or a blocking C socket) or fail with ErrCongested from
-// then on. It happened in about 1 of 100 to 250 runs of 600 messages
-// that met congestion about 100 times each: between network namespaces
-// of one Linux 6.1 kernel, and between two VMs on 6.1 (5 of 756 runs)
-// and 6.12 (5 of 1599). The cause in the kernel is not known. A deadline
-// or context bounds such a wait.
+// BUG(kernel): over RDS/TCP, the sender's kernel can, rarely and for an
+// unknown reason, keep a port marked congested after the receiver drained
+// it, so senders to the port wait (WaitCongested) or fail with
+// ErrCongested from then on. Bound such waits with a deadline or context
+// and treat a long congestion as a failed peer. TESTING.md ("Kernel
+// defects measured") has the rates.
 
 import (
 	"net"

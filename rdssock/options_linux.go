@@ -188,7 +188,6 @@ func (c *Conn) SetReadBuffer(bytes int) error {
 
 // SetWriteBuffer sets SO_SNDBUF. The largest message is about half of it.
 func (c *Conn) SetWriteBuffer(bytes int) error {
-	c.sndbuf.Store(0)
 	return c.setInt("SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF, bytes)
 }
 
