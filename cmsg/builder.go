@@ -238,65 +238,11 @@ func (b *Builder) timeval(typ int32, t Timeval) {
 	}
 }
 
-// putTimespecs writes ts as __kernel_timespec (wide) or as two longs each,
-// and reports whether every value fitted.
-func putTimespecs(d []byte, wide bool, ts ...Timespec) bool {
-	ok := true
-	for _, t := range ts {
-		if wide {
-			ne.PutUint64(d[0:], uint64(t.Sec))
-			ne.PutUint64(d[8:], uint64(t.Nsec))
-			d = d[TimespecLen:]
-			continue
-		}
-		ok = putLong(d[0:], t.Sec) && ok
-		ok = putLong(d[Alignment:], t.Nsec) && ok
-		d = d[oldTimespecLen:]
-	}
-	return ok
-}
-
-// timespecs adds a message of n timespecs (SCM_TIMESTAMPNS or
-// SCM_TIMESTAMPING, old or new).
-func (b *Builder) timespecs(typ int32, wide bool, ts ...Timespec) {
-	if b.err != nil {
-		return
-	}
-	n := len(ts) * oldTimespecLen
-	if wide {
-		n = len(ts) * TimespecLen
-	}
-	off := len(b.buf)
-	d := b.next(LevelSocket, typ, n)
-	if !putTimespecs(d, wide, ts...) {
-		b.buf = b.buf[:off]
-		b.fail(ErrInvalid, LevelSocket, typ, n)
-	}
-}
-
 // Timestamp adds SCM_TIMESTAMP (receive only), what RDS attaches with
-// SO_TIMESTAMP (SO_TIMESTAMP_OLD) enabled.
+// SO_TIMESTAMP (SO_TIMESTAMP_OLD) enabled. On 32-bit ABIs a Sec or Usec
+// that a 32-bit long cannot hold sets the sticky error ErrInvalid.
 func (b *Builder) Timestamp(t Timeval) { b.timeval(TypeTimestamp, t) }
 
 // TimestampNew adds SO_TIMESTAMP_NEW (receive only), what RDS attaches
 // with SO_TIMESTAMP_NEW enabled.
 func (b *Builder) TimestampNew(t Timeval) { b.timeval(TypeTimestampNew, t) }
-
-// TimestampNS adds SCM_TIMESTAMPNS (receive only; RDS does not send it).
-func (b *Builder) TimestampNS(t Timespec) { b.timespecs(TypeTimestampNS, false, t) }
-
-// TimestampNSNew adds SO_TIMESTAMPNS_NEW (receive only; RDS does not
-// send it).
-func (b *Builder) TimestampNSNew(t Timespec) { b.timespecs(TypeTimestampNSNew, true, t) }
-
-// Timestamping adds SCM_TIMESTAMPING (receive only; RDS does not send
-// it).
-func (b *Builder) Timestamping(t Timestamping) {
-	b.timespecs(TypeTimestamping, false, t.Software, t.Deprecated, t.Hardware)
-}
-
-// TimestampingNew adds SO_TIMESTAMPING_NEW (receive only; RDS does not
-// send it).
-func (b *Builder) TimestampingNew(t Timestamping) {
-	b.timespecs(TypeTimestampingNew, true, t.Software, t.Deprecated, t.Hardware)
-}

@@ -68,17 +68,14 @@ const (
 	TypeZeroCopyCompletion = rdsabi.CmsgZcopyCompletion
 )
 
-// Types at LevelSocket. On 64-bit ABIs the _OLD forms have the same
-// layouts as the _NEW ones, which hold 64-bit fields everywhere; on 32-bit
-// ABIs the _OLD forms' fields are 32-bit longs (8 bytes per Timeval or
-// Timespec), which the decoders widen to int64.
+// Types at LevelSocket: the only two an RDS socket delivers
+// (rds_cmsg_recv in net/rds/recv.c). SO_TIMESTAMP asks for TypeTimestamp,
+// a struct timeval of two longs (8 bytes on 32-bit ABIs); SO_TIMESTAMP_NEW
+// asks for TypeTimestampNew, a __kernel_sock_timeval of two int64
+// everywhere.
 const (
-	TypeTimestamp       = unix.SO_TIMESTAMP_OLD    // SCM_TIMESTAMP: Timeval
-	TypeTimestampNS     = unix.SO_TIMESTAMPNS_OLD  // SCM_TIMESTAMPNS: Timespec
-	TypeTimestamping    = unix.SO_TIMESTAMPING_OLD // SCM_TIMESTAMPING: Timestamping
-	TypeTimestampNew    = unix.SO_TIMESTAMP_NEW    // SO_TIMESTAMP_NEW: Timeval
-	TypeTimestampNSNew  = unix.SO_TIMESTAMPNS_NEW  // SO_TIMESTAMPNS_NEW: Timespec
-	TypeTimestampingNew = unix.SO_TIMESTAMPING_NEW // SO_TIMESTAMPING_NEW: Timestamping
+	TypeTimestamp    = unix.SO_TIMESTAMP_OLD // SCM_TIMESTAMP: Timeval
+	TypeTimestampNew = unix.SO_TIMESTAMP_NEW // SO_TIMESTAMP_NEW: Timeval
 )
 
 // Data lengths (the payload after the header) of each message type; the
@@ -94,21 +91,14 @@ const (
 	ZeroCopyCookieLen     = 4                         // a uint32
 	ZeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
 	TimevalLen            = 16                        // __kernel_sock_timeval; SCM_TIMESTAMP on 64-bit ABIs
-	TimespecLen           = 16                        // __kernel_timespec; SCM_TIMESTAMPNS on 64-bit ABIs
-	TimestampingLen       = 3 * TimespecLen           // struct scm_timestamping64; SCM_TIMESTAMPING on 64-bit ABIs
 )
 
-// Data lengths of the _OLD timestamp forms: two longs per timeval or
-// timespec.
-const (
-	oldTimevalLen      = 2 * Alignment
-	oldTimespecLen     = 2 * Alignment
-	oldTimestampingLen = 3 * oldTimespecLen
-)
+// oldTimevalLen is the data length of SCM_TIMESTAMP: two longs.
+const oldTimevalLen = 2 * Alignment
 
 // Buffer space (CMSG_SPACE) of each message type, for sizing control
-// buffers; the numbers in comments are those of 64-bit ABIs. The
-// timestamp spaces fit both the _OLD and the _NEW forms.
+// buffers; the numbers in comments are those of 64-bit ABIs.
+// TimevalSpace fits both timestamp forms.
 const (
 	RDMAArgsSpace           = HeaderLen + (RDMAArgsLen+Alignment-1)&^(Alignment-1)           // 72
 	RDMADestSpace           = HeaderLen + (RDMADestLen+Alignment-1)&^(Alignment-1)           // 24
@@ -120,8 +110,6 @@ const (
 	ZeroCopyCookieSpace     = HeaderLen + (ZeroCopyCookieLen+Alignment-1)&^(Alignment-1)     // 24
 	ZeroCopyCompletionSpace = HeaderLen + (ZeroCopyCompletionLen+Alignment-1)&^(Alignment-1) // 56
 	TimevalSpace            = HeaderLen + (TimevalLen+Alignment-1)&^(Alignment-1)            // 32
-	TimespecSpace           = HeaderLen + (TimespecLen+Alignment-1)&^(Alignment-1)           // 32
-	TimestampingSpace       = HeaderLen + (TimestampingLen+Alignment-1)&^(Alignment-1)       // 64
 
 	// MaxReceiveSpace is a receive control buffer size that holds
 	// everything the kernel attaches to one recvmsg that returns data:
@@ -347,8 +335,9 @@ func (z *ZeroCopyCookies) List() []uint32 {
 	return z.Cookies[:min(max(z.N, 0), MaxZeroCopyCookies)]
 }
 
-// Timeval is a timestamp with microsecond resolution (SCM_TIMESTAMP,
-// SO_TIMESTAMP_NEW): struct timeval / __kernel_sock_timeval.
+// Timeval is the data of SCM_TIMESTAMP and SO_TIMESTAMP_NEW (struct
+// timeval / __kernel_sock_timeval): the wall-clock time at which the
+// kernel queued the message on the socket, in microseconds.
 type Timeval struct {
 	Sec  int64
 	Usec int64
@@ -359,25 +348,3 @@ func (t Timeval) Time() time.Time { return time.Unix(t.Sec, t.Usec*1e3) }
 
 // UnixNano returns t in nanoseconds since the Unix epoch.
 func (t Timeval) UnixNano() int64 { return t.Sec*1e9 + t.Usec*1e3 }
-
-// Timespec is a timestamp with nanosecond resolution (SCM_TIMESTAMPNS,
-// SO_TIMESTAMPNS_NEW): struct timespec / __kernel_timespec.
-type Timespec struct {
-	Sec  int64
-	Nsec int64
-}
-
-// Time converts t to a time.Time.
-func (t Timespec) Time() time.Time { return time.Unix(t.Sec, t.Nsec) }
-
-// UnixNano returns t in nanoseconds since the Unix epoch.
-func (t Timespec) UnixNano() int64 { return t.Sec*1e9 + t.Nsec }
-
-// Timestamping is the data of SCM_TIMESTAMPING and SO_TIMESTAMPING_NEW
-// (struct scm_timestamping): a software stamp, a deprecated slot that is
-// normally zero, and a raw hardware stamp.
-type Timestamping struct {
-	Software   Timespec
-	Deprecated Timespec
-	Hardware   Timespec
-}

@@ -188,36 +188,6 @@ var codecCases = []codecCase{
 		value:  Timeval{Sec: -1, Usec: 999999},
 		image:  image(LevelSocket, 63, i64(-1), i64(999999)), // SO_TIMESTAMP_NEW
 	},
-	{
-		name:   "TimestampNS",
-		build:  func(b *Builder) { b.TimestampNS(Timespec{Sec: 2, Nsec: 500000000}) },
-		decode: func(m Message) (any, error) { return m.TimestampNS() },
-		value:  Timespec{Sec: 2, Nsec: 500000000},
-		image:  image(LevelSocket, 35, clong(2), clong(500000000)), // SO_TIMESTAMPNS_OLD
-	},
-	{
-		name:   "TimestampNSNew",
-		build:  func(b *Builder) { b.TimestampNSNew(Timespec{Sec: 3, Nsec: 1}) },
-		decode: func(m Message) (any, error) { return m.TimestampNS() },
-		value:  Timespec{Sec: 3, Nsec: 1},
-		image:  image(LevelSocket, 64, i64(3), i64(1)), // SO_TIMESTAMPNS_NEW
-	},
-	{
-		name:   "Timestamping",
-		build:  func(b *Builder) { b.Timestamping(testTimestamping) },
-		decode: func(m Message) (any, error) { return m.Timestamping() },
-		value:  testTimestamping,
-		image: image(LevelSocket, 37, // SO_TIMESTAMPING_OLD
-			clong(10), clong(11), clong(0), clong(0), clong(12), clong(13)), // software, deprecated, hardware
-	},
-	{
-		name:   "TimestampingNew",
-		build:  func(b *Builder) { b.TimestampingNew(testTimestamping) },
-		decode: func(m Message) (any, error) { return m.Timestamping() },
-		value:  testTimestamping,
-		image: image(LevelSocket, 65, // SO_TIMESTAMPING_NEW
-			i64(10), i64(11), i64(0), i64(0), i64(12), i64(13)),
-	},
 }
 
 var (
@@ -239,11 +209,7 @@ var (
 		Points:  [3]TracePoint{TraceDgramDelivered, TraceHdrToDgramStart},
 		Latency: [3]uint64{1000, 1000000},
 	}
-	testZcopy        = ZeroCopyCookies{N: 3, Cookies: [8]uint32{1, 2, 256}}
-	testTimestamping = Timestamping{
-		Software: Timespec{Sec: 10, Nsec: 11},
-		Hardware: Timespec{Sec: 12, Nsec: 13},
-	}
+	testZcopy = ZeroCopyCookies{N: 3, Cookies: [8]uint32{1, 2, 256}}
 )
 
 // wantImage returns c.image.
@@ -383,8 +349,6 @@ func TestSpaceConstants(t *testing.T) {
 		{"ZeroCopyCookieSpace", ZeroCopyCookieSpace, sp(4)},                          // 24
 		{"ZeroCopyCompletionSpace", ZeroCopyCompletionSpace, sp(36)},                 // 56
 		{"TimevalSpace", TimevalSpace, sp(16)},                                       // 32
-		{"TimespecSpace", TimespecSpace, sp(16)},                                     // 32
-		{"TimestampingSpace", TimestampingSpace, sp(48)},                             // 64
 		{"MaxReceiveSpace", MaxReceiveSpace, sp(8) + sp(16) + sp(traceLen) + sp(36)}, // 160
 		{"Space(RDMAArgsLen)", Space(RDMAArgsLen), RDMAArgsSpace},
 		{"Space(ZeroCopyCompletionLen)", Space(ZeroCopyCompletionLen), ZeroCopyCompletionSpace},
@@ -440,13 +404,6 @@ func TestTimeConversions(t *testing.T) {
 	}
 	if got := tv.Time().UnixNano(); got != tv.UnixNano() {
 		t.Errorf("Timeval.Time = %d ns", got)
-	}
-	ts := Timespec{Sec: 5, Nsec: 7}
-	if got := ts.UnixNano(); got != 5000000007 {
-		t.Errorf("Timespec.UnixNano = %d", got)
-	}
-	if got := ts.Time().UnixNano(); got != 5000000007 {
-		t.Errorf("Timespec.Time = %d ns", got)
 	}
 	tr := testRxTrace
 	if d := tr.Duration(1); d.Milliseconds() != 1 {
@@ -546,9 +503,9 @@ func TestBuilderStickyError(t *testing.T) {
 	}
 }
 
-// TestOldTimestampRange checks that the _OLD forms, whose fields are C
-// longs, refuse values a 32-bit long cannot hold, and that the _NEW forms
-// and 64-bit ABIs take them.
+// TestOldTimestampRange checks that SCM_TIMESTAMP, whose fields are C
+// longs, refuses values a 32-bit long cannot hold, and that
+// SO_TIMESTAMP_NEW and 64-bit ABIs take them.
 func TestOldTimestampRange(t *testing.T) {
 	const big = 1 << 40
 	for _, c := range []struct {
@@ -557,11 +514,9 @@ func TestOldTimestampRange(t *testing.T) {
 		old   bool
 	}{
 		{"Timestamp", func(b *Builder) { b.Timestamp(Timeval{Sec: big}) }, true},
-		{"TimestampNS", func(b *Builder) { b.TimestampNS(Timespec{Nsec: -big}) }, true},
-		{"Timestamping", func(b *Builder) { b.Timestamping(Timestamping{Hardware: Timespec{Sec: big}}) }, true},
+		{"Timestamp negative", func(b *Builder) { b.Timestamp(Timeval{Usec: -big}) }, true},
 		{"TimestampNew", func(b *Builder) { b.TimestampNew(Timeval{Sec: big}) }, false},
-		{"TimestampNSNew", func(b *Builder) { b.TimestampNSNew(Timespec{Nsec: -big}) }, false},
-		{"TimestampingNew", func(b *Builder) { b.TimestampingNew(Timestamping{Hardware: Timespec{Sec: big}}) }, false},
+		{"TimestampNew negative", func(b *Builder) { b.TimestampNew(Timeval{Usec: -big}) }, false},
 	} {
 		var b Builder
 		b.CongUpdate(1)

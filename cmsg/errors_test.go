@@ -13,6 +13,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -142,10 +144,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"ZeroCopyCompletion num 9", func() error { _, err := zc.ZeroCopyCompletion(); return err }, ErrInvalid},
 		{"Timestamp short", func() error { _, err := sock(TypeTimestamp, 2*wordSize-1).Timestamp(); return err }, ErrDataLen},
 		{"Timestamp at SOL_RDS", func() error { _, err := rds(TypeTimestamp, 16).Timestamp(); return err }, ErrWrongType},
-		{"Timestamp as NS", func() error { _, err := sock(TypeTimestamp, 16).TimestampNS(); return err }, ErrWrongType},
-		{"TimestampNS short", func() error { _, err := sock(TypeTimestampNSNew, 15).TimestampNS(); return err }, ErrDataLen},
-		{"Timestamping short", func() error { _, err := sock(TypeTimestampingNew, 32).Timestamping(); return err }, ErrDataLen},
-		{"Timestamping wrong type", func() error { _, err := sock(TypeTimestampNew, 48).Timestamping(); return err }, ErrWrongType},
+		{"TimestampNew short", func() error { _, err := sock(TypeTimestampNew, 15).Timestamp(); return err }, ErrDataLen},
+		{"TimestampNew long", func() error { _, err := sock(TypeTimestampNew, 17).Timestamp(); return err }, ErrDataLen},
+		{"SCM_TIMESTAMPNS", func() error { _, err := sock(unix.SO_TIMESTAMPNS_OLD, 16).Timestamp(); return err }, ErrWrongType},
 	} {
 		err := c.decode()
 		if !errors.Is(err, c.want) {

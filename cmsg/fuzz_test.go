@@ -36,10 +36,6 @@ var kinds = []kind{
 	{LevelRDS, TypeZeroCopyCompletion, func(m Message) (any, error) { return m.ZeroCopyCompletion() }, func(b *Builder, v any) { b.ZeroCopyCompletion(v.(ZeroCopyCookies)) }},
 	{LevelSocket, TypeTimestamp, func(m Message) (any, error) { return m.Timestamp() }, func(b *Builder, v any) { b.Timestamp(v.(Timeval)) }},
 	{LevelSocket, TypeTimestampNew, func(m Message) (any, error) { return m.Timestamp() }, func(b *Builder, v any) { b.TimestampNew(v.(Timeval)) }},
-	{LevelSocket, TypeTimestampNS, func(m Message) (any, error) { return m.TimestampNS() }, func(b *Builder, v any) { b.TimestampNS(v.(Timespec)) }},
-	{LevelSocket, TypeTimestampNSNew, func(m Message) (any, error) { return m.TimestampNS() }, func(b *Builder, v any) { b.TimestampNSNew(v.(Timespec)) }},
-	{LevelSocket, TypeTimestamping, func(m Message) (any, error) { return m.Timestamping() }, func(b *Builder, v any) { b.Timestamping(v.(Timestamping)) }},
-	{LevelSocket, TypeTimestampingNew, func(m Message) (any, error) { return m.Timestamping() }, func(b *Builder, v any) { b.TimestampingNew(v.(Timestamping)) }},
 }
 
 func FuzzParse(f *testing.F) {
@@ -119,14 +115,6 @@ func pairedType(typ int32) int32 {
 		return TypeTimestampNew
 	case TypeTimestampNew:
 		return TypeTimestamp
-	case TypeTimestampNS:
-		return TypeTimestampNSNew
-	case TypeTimestampNSNew:
-		return TypeTimestampNS
-	case TypeTimestamping:
-		return TypeTimestampingNew
-	case TypeTimestampingNew:
-		return TypeTimestamping
 	}
 	return typ
 }
@@ -165,20 +153,8 @@ func valueFor(i int, w [6]uint64, s int32, n uint8) any {
 		return z
 	case TypeTimestampNew:
 		return Timeval{Sec: int64(w[1]), Usec: int64(w[2])}
-	case TypeTimestamp:
+	default: // TypeTimestamp
 		return Timeval{Sec: longValue(w[1]), Usec: longValue(w[2])}
-	case TypeTimestampNSNew:
-		return Timespec{Sec: int64(w[3]), Nsec: int64(w[4])}
-	case TypeTimestampNS:
-		return Timespec{Sec: longValue(w[3]), Nsec: longValue(w[4])}
-	case TypeTimestampingNew:
-		return Timestamping{Software: Timespec{int64(w[0]), int64(w[1])}, Deprecated: Timespec{int64(w[2]), int64(w[3])}, Hardware: Timespec{int64(w[4]), int64(w[5])}}
-	default: // TypeTimestamping
-		return Timestamping{
-			Software:   Timespec{longValue(w[0]), longValue(w[1])},
-			Deprecated: Timespec{longValue(w[2]), longValue(w[3])},
-			Hardware:   Timespec{longValue(w[4]), longValue(w[5])},
-		}
 	}
 }
 

@@ -247,58 +247,20 @@ func (m Message) ZeroCopyCompletion() (ZeroCopyCookies, error) {
 	return z, nil
 }
 
-// checkSocket verifies a SOL_SOCKET timestamp of either form and reports
-// whether it is the _NEW one.
-func (m Message) checkSocket(oldType, oldLen, newType, newLen int32) (wide bool, err error) {
-	switch {
-	case m.Level != LevelSocket || (m.Type != oldType && m.Type != newType):
-		return false, &Error{Err: ErrWrongType, Offset: -1, Level: m.Level, Type: m.Type, Len: len(m.Data)}
-	case m.Type == newType:
-		return true, m.checkLen(int(newLen))
-	}
-	return false, m.checkLen(int(oldLen))
-}
-
-// timespec decodes a __kernel_timespec (wide) or a timespec of two longs.
-func timespec(d []byte, wide bool) Timespec {
-	if wide {
-		return Timespec{Sec: int64(ne.Uint64(d[0:])), Nsec: int64(ne.Uint64(d[8:]))}
-	}
-	return Timespec{Sec: long(d[0:]), Nsec: long(d[Alignment:])}
-}
-
 // Timestamp decodes SCM_TIMESTAMP or SO_TIMESTAMP_NEW.
 func (m Message) Timestamp() (Timeval, error) {
-	wide, err := m.checkSocket(TypeTimestamp, oldTimevalLen, TypeTimestampNew, TimevalLen)
-	if err != nil {
+	if m.Level != LevelSocket || (m.Type != TypeTimestamp && m.Type != TypeTimestampNew) {
+		return Timeval{}, &Error{Err: ErrWrongType, Offset: -1, Level: m.Level, Type: m.Type, Len: len(m.Data)}
+	}
+	d := m.Data
+	if m.Type == TypeTimestampNew {
+		if err := m.checkLen(TimevalLen); err != nil {
+			return Timeval{}, err
+		}
+		return Timeval{Sec: int64(ne.Uint64(d[0:])), Usec: int64(ne.Uint64(d[8:]))}, nil
+	}
+	if err := m.checkLen(oldTimevalLen); err != nil {
 		return Timeval{}, err
 	}
-	t := timespec(m.Data, wide) // a timeval has the layout of a timespec
-	return Timeval{Sec: t.Sec, Usec: t.Nsec}, nil
-}
-
-// TimestampNS decodes SCM_TIMESTAMPNS or SO_TIMESTAMPNS_NEW.
-func (m Message) TimestampNS() (Timespec, error) {
-	wide, err := m.checkSocket(TypeTimestampNS, oldTimespecLen, TypeTimestampNSNew, TimespecLen)
-	if err != nil {
-		return Timespec{}, err
-	}
-	return timespec(m.Data, wide), nil
-}
-
-// Timestamping decodes SCM_TIMESTAMPING or SO_TIMESTAMPING_NEW.
-func (m Message) Timestamping() (Timestamping, error) {
-	wide, err := m.checkSocket(TypeTimestamping, oldTimestampingLen, TypeTimestampingNew, TimestampingLen)
-	if err != nil {
-		return Timestamping{}, err
-	}
-	n := oldTimespecLen
-	if wide {
-		n = TimespecLen
-	}
-	return Timestamping{
-		Software:   timespec(m.Data[0:], wide),
-		Deprecated: timespec(m.Data[n:], wide),
-		Hardware:   timespec(m.Data[2*n:], wide),
-	}, nil
+	return Timeval{Sec: long(d[0:]), Usec: long(d[Alignment:])}, nil
 }
