@@ -50,7 +50,7 @@ func (b *Builder) next(level, typ int32, n int) []byte {
 	b.buf = slices.Grow(b.buf, sp)[:off+sp]
 	m := b.buf[off:]
 	clear(m)
-	putHdrLen(m, Len(n))
+	putHdrLen(m, HeaderLen+n)
 	ne.PutUint32(m[offLevel:], uint32(level))
 	ne.PutUint32(m[offType:], uint32(typ))
 	return m[HeaderLen : HeaderLen+n]
@@ -77,7 +77,7 @@ func putIOVec(d []byte, v IOVec) {
 
 // RDMAArgs adds RDS_CMSG_RDMA_ARGS (send; IB transport only).
 func (b *Builder) RDMAArgs(a RDMAArgs) {
-	d := b.next(LevelRDS, TypeRDMAArgs, RDMAArgsLen)
+	d := b.next(LevelRDS, TypeRDMAArgs, rdmaArgsLen)
 	if d == nil {
 		return
 	}
@@ -93,14 +93,14 @@ func (b *Builder) RDMAArgs(a RDMAArgs) {
 // to use as the destination of the peer's RDMA; on receive (what the
 // kernel attaches), the cookie the peer sent with the message.
 func (b *Builder) RDMADest(c Cookie) {
-	if d := b.next(LevelRDS, TypeRDMADest, RDMADestLen); d != nil {
+	if d := b.next(LevelRDS, TypeRDMADest, rdmaDestLen); d != nil {
 		ne.PutUint64(d, uint64(c))
 	}
 }
 
 // RDMAMap adds RDS_CMSG_RDMA_MAP (send; IB transport only).
 func (b *Builder) RDMAMap(a MapArgs) {
-	d := b.next(LevelRDS, TypeRDMAMap, RDMAMapLen)
+	d := b.next(LevelRDS, TypeRDMAMap, rdmaMapLen)
 	if d == nil {
 		return
 	}
@@ -112,7 +112,7 @@ func (b *Builder) RDMAMap(a MapArgs) {
 // RDMAStatus adds RDS_CMSG_RDMA_STATUS (receive only: for fakes and
 // tests).
 func (b *Builder) RDMAStatus(n Notify) {
-	d := b.next(LevelRDS, TypeRDMAStatus, RDMAStatusLen)
+	d := b.next(LevelRDS, TypeRDMAStatus, rdmaStatusLen)
 	if d == nil {
 		return
 	}
@@ -123,14 +123,14 @@ func (b *Builder) RDMAStatus(n Notify) {
 // CongUpdate adds RDS_CMSG_CONG_UPDATE (receive only): mask has the
 // congestion-monitor bit of every port group that became uncongested.
 func (b *Builder) CongUpdate(mask uint64) {
-	if d := b.next(LevelRDS, TypeCongUpdate, CongUpdateLen); d != nil {
+	if d := b.next(LevelRDS, TypeCongUpdate, congUpdateLen); d != nil {
 		ne.PutUint64(d, mask)
 	}
 }
 
 // atomic writes struct rds_atomic_args; w holds the union's four words.
 func (b *Builder) atomic(typ int32, c Cookie, local, remote uint64, w [4]uint64, f Flags, token uint64) {
-	d := b.next(LevelRDS, typ, AtomicLen)
+	d := b.next(LevelRDS, typ, atomicLen)
 	if d == nil {
 		return
 	}
@@ -175,7 +175,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 		b.fail(ErrInvalid, LevelRDS, TypeRxPathLatency, int(t.Count))
 		return
 	}
-	d := b.next(LevelRDS, TypeRxPathLatency, RxPathLatencyLen)
+	d := b.next(LevelRDS, TypeRxPathLatency, rxPathLatencyLen)
 	if d == nil {
 		return
 	}
@@ -192,7 +192,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 // MSG_ZEROCOPY): the cookie that a later completion reports for this
 // message.
 func (b *Builder) ZeroCopyCookie(cookie uint32) {
-	if d := b.next(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); d != nil {
+	if d := b.next(LevelRDS, TypeZeroCopyCookie, zeroCopyCookieLen); d != nil {
 		ne.PutUint32(d, cookie)
 	}
 }
@@ -205,7 +205,7 @@ func (b *Builder) ZeroCopyCompletion(z ZeroCopyCookies) {
 		b.fail(ErrInvalid, LevelRDS, TypeZeroCopyCompletion, z.N)
 		return
 	}
-	d := b.next(LevelRDS, TypeZeroCopyCompletion, ZeroCopyCompletionLen)
+	d := b.next(LevelRDS, TypeZeroCopyCompletion, zeroCopyCompletionLen)
 	if d == nil {
 		return
 	}
@@ -219,7 +219,7 @@ func (b *Builder) ZeroCopyCompletion(z ZeroCopyCookies) {
 // TypeTimestampNew.
 func (b *Builder) timeval(typ int32, t Timeval) {
 	if typ == TypeTimestampNew {
-		if d := b.next(LevelSocket, typ, TimevalLen); d != nil {
+		if d := b.next(LevelSocket, typ, timevalLen); d != nil {
 			ne.PutUint64(d[0:], uint64(t.Sec))
 			ne.PutUint64(d[8:], uint64(t.Usec))
 		}

@@ -27,15 +27,13 @@ const (
 	Alignment = 4 << (^uint(0) >> 63)
 )
 
-// Align rounds n up to a multiple of Alignment, like CMSG_ALIGN.
-func Align(n int) int { return (n + Alignment - 1) &^ (Alignment - 1) }
-
-// Len is CMSG_LEN: the cmsg_len of a message carrying dataLen bytes.
-func Len(dataLen int) int { return HeaderLen + dataLen }
+// align rounds n up to a multiple of Alignment, like CMSG_ALIGN.
+func align(n int) int { return (n + Alignment - 1) &^ (Alignment - 1) }
 
 // Space is CMSG_SPACE: the bytes a message carrying dataLen bytes occupies
-// in a control buffer, padding included.
-func Space(dataLen int) int { return HeaderLen + Align(dataLen) }
+// in a control buffer, padding included. The message's cmsg_len
+// (CMSG_LEN) is HeaderLen + dataLen.
+func Space(dataLen int) int { return HeaderLen + align(dataLen) }
 
 // BUG(kernel): On 386 the RDMA_STATUS and RXPATH_LATENCY layouts are
 // those of an i386 kernel (12 and 28 bytes). A 386 program on a 64-bit
@@ -79,18 +77,19 @@ const (
 )
 
 // Data lengths (the payload after the header) of each message type; the
-// numbers in comments are those of 64-bit ABIs.
+// numbers in comments are those of 64-bit ABIs. Users size buffers with
+// the *Space constants below.
 const (
-	RDMAArgsLen           = rdsabi.SizeofRDMAArgs     // 56
-	RDMADestLen           = rdsabi.SizeofCookie       // 8
-	RDMAMapLen            = rdsabi.SizeofGetMRArgs    // 32
-	RDMAStatusLen         = rdsabi.SizeofRDMANotify   // 16 (12 on 386)
-	CongUpdateLen         = 8                         // a uint64 port mask
-	AtomicLen             = rdsabi.SizeofAtomicArgs   // 72, all four atomic types
-	RxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32 (28 on 386)
-	ZeroCopyCookieLen     = 4                         // a uint32
-	ZeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
-	TimevalLen            = 16                        // __kernel_sock_timeval; SCM_TIMESTAMP on 64-bit ABIs
+	rdmaArgsLen           = rdsabi.SizeofRDMAArgs     // 56
+	rdmaDestLen           = rdsabi.SizeofCookie       // 8
+	rdmaMapLen            = rdsabi.SizeofGetMRArgs    // 32
+	rdmaStatusLen         = rdsabi.SizeofRDMANotify   // 16 (12 on 386)
+	congUpdateLen         = 8                         // a uint64 port mask
+	atomicLen             = rdsabi.SizeofAtomicArgs   // 72, all four atomic types
+	rxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32 (28 on 386)
+	zeroCopyCookieLen     = 4                         // a uint32
+	zeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
+	timevalLen            = 16                        // __kernel_sock_timeval; SCM_TIMESTAMP on 64-bit ABIs
 )
 
 // oldTimevalLen is the data length of SCM_TIMESTAMP: two longs.
@@ -100,16 +99,16 @@ const oldTimevalLen = 2 * Alignment
 // buffers; the numbers in comments are those of 64-bit ABIs.
 // TimevalSpace fits both timestamp forms.
 const (
-	RDMAArgsSpace           = HeaderLen + (RDMAArgsLen+Alignment-1)&^(Alignment-1)           // 72
-	RDMADestSpace           = HeaderLen + (RDMADestLen+Alignment-1)&^(Alignment-1)           // 24
-	RDMAMapSpace            = HeaderLen + (RDMAMapLen+Alignment-1)&^(Alignment-1)            // 48
-	RDMAStatusSpace         = HeaderLen + (RDMAStatusLen+Alignment-1)&^(Alignment-1)         // 32
-	CongUpdateSpace         = HeaderLen + (CongUpdateLen+Alignment-1)&^(Alignment-1)         // 24
-	AtomicSpace             = HeaderLen + (AtomicLen+Alignment-1)&^(Alignment-1)             // 88
-	RxPathLatencySpace      = HeaderLen + (RxPathLatencyLen+Alignment-1)&^(Alignment-1)      // 48
-	ZeroCopyCookieSpace     = HeaderLen + (ZeroCopyCookieLen+Alignment-1)&^(Alignment-1)     // 24
-	ZeroCopyCompletionSpace = HeaderLen + (ZeroCopyCompletionLen+Alignment-1)&^(Alignment-1) // 56
-	TimevalSpace            = HeaderLen + (TimevalLen+Alignment-1)&^(Alignment-1)            // 32
+	RDMAArgsSpace           = HeaderLen + (rdmaArgsLen+Alignment-1)&^(Alignment-1)           // 72
+	RDMADestSpace           = HeaderLen + (rdmaDestLen+Alignment-1)&^(Alignment-1)           // 24
+	RDMAMapSpace            = HeaderLen + (rdmaMapLen+Alignment-1)&^(Alignment-1)            // 48
+	RDMAStatusSpace         = HeaderLen + (rdmaStatusLen+Alignment-1)&^(Alignment-1)         // 32
+	CongUpdateSpace         = HeaderLen + (congUpdateLen+Alignment-1)&^(Alignment-1)         // 24
+	AtomicSpace             = HeaderLen + (atomicLen+Alignment-1)&^(Alignment-1)             // 88
+	RxPathLatencySpace      = HeaderLen + (rxPathLatencyLen+Alignment-1)&^(Alignment-1)      // 48
+	ZeroCopyCookieSpace     = HeaderLen + (zeroCopyCookieLen+Alignment-1)&^(Alignment-1)     // 24
+	ZeroCopyCompletionSpace = HeaderLen + (zeroCopyCompletionLen+Alignment-1)&^(Alignment-1) // 56
+	TimevalSpace            = HeaderLen + (timevalLen+Alignment-1)&^(Alignment-1)            // 32
 
 	// MaxReceiveSpace is a receive control buffer size that holds
 	// everything the kernel attaches to one recvmsg that returns data:

@@ -243,7 +243,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Next: %v", err)
 			}
-			if got := Len(len(m.Data)); uint64(got) != cmsgLen(img) {
+			if got := HeaderLen + len(m.Data); uint64(got) != cmsgLen(img) {
 				t.Errorf("data length %d does not match cmsg_len", len(m.Data))
 			}
 			v, err := c.decode(m)
@@ -336,9 +336,8 @@ func TestSpaceConstants(t *testing.T) {
 		{"Space(0)", Space(0), hl},
 		{"Space(1)", Space(1), hl + wordSize},
 		{"Space(8)", Space(8), hl + 8},
-		{"Len(4)", Len(4), hl + 4},
-		{"RDMAStatusLen", RDMAStatusLen, statusLen},
-		{"RxPathLatencyLen", RxPathLatencyLen, traceLen},
+		{"rdmaStatusLen", rdmaStatusLen, statusLen},
+		{"rxPathLatencyLen", rxPathLatencyLen, traceLen},
 		{"RDMAArgsSpace", RDMAArgsSpace, sp(56)},                                     // 72
 		{"RDMADestSpace", RDMADestSpace, sp(8)},                                      // 24
 		{"RDMAMapSpace", RDMAMapSpace, sp(32)},                                       // 48
@@ -350,8 +349,8 @@ func TestSpaceConstants(t *testing.T) {
 		{"ZeroCopyCompletionSpace", ZeroCopyCompletionSpace, sp(36)},                 // 56
 		{"TimevalSpace", TimevalSpace, sp(16)},                                       // 32
 		{"MaxReceiveSpace", MaxReceiveSpace, sp(8) + sp(16) + sp(traceLen) + sp(36)}, // 160
-		{"Space(RDMAArgsLen)", Space(RDMAArgsLen), RDMAArgsSpace},
-		{"Space(ZeroCopyCompletionLen)", Space(ZeroCopyCompletionLen), ZeroCopyCompletionSpace},
+		{"Space(rdmaArgsLen)", Space(rdmaArgsLen), RDMAArgsSpace},
+		{"Space(zeroCopyCompletionLen)", Space(zeroCopyCompletionLen), ZeroCopyCompletionSpace},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)

@@ -106,10 +106,17 @@ func ExampleParser_Next_malformed() {
 }
 
 func ExampleSpace() {
-	// A send carrying an RDMA_MAP and a zero-copy cookie.
-	n := cmsg.Space(cmsg.RDMAMapLen) + cmsg.Space(cmsg.ZeroCopyCookieLen)
-	fmt.Println(n == cmsg.RDMAMapSpace+cmsg.ZeroCopyCookieSpace, "(72 bytes on 64-bit Linux)")
-	// Output: true (72 bytes on 64-bit Linux)
+	// Size one buffer for a send carrying an RDMA_MAP, a zero-copy cookie
+	// and a 5-byte message this package has no method for.
+	oob := make([]byte, 0, cmsg.RDMAMapSpace+cmsg.ZeroCopyCookieSpace+cmsg.Space(5))
+
+	b := cmsg.NewBuilder(oob)
+	b.RDMAMap(cmsg.MapArgs{Vec: cmsg.IOVec{Addr: 0x7f0000400000, Bytes: 4096}})
+	b.ZeroCopyCookie(1)
+	b.Append(cmsg.LevelRDS, 99, []byte("hello"))
+	buf, _ := b.Finish()
+	fmt.Println(len(buf) == cap(oob), &buf[0] == &oob[:1][0])
+	// Output: true true
 }
 
 func ExampleMakeCookie() {

@@ -68,7 +68,7 @@ func (p *Parser) Next() (Message, error) {
 		return Message{}, p.fail(ErrOverrun, level, typ, clampLen(n))
 	}
 	m := Message{Level: level, Type: typ, Data: rest[HeaderLen:n:n]}
-	p.off += min(Align(int(n)), len(rest))
+	p.off += min(align(int(n)), len(rest))
 	return m, nil
 }
 
@@ -103,7 +103,7 @@ func iovec(d []byte) IOVec {
 
 // RDMAArgs decodes RDS_CMSG_RDMA_ARGS.
 func (m Message) RDMAArgs() (RDMAArgs, error) {
-	if err := m.check(LevelRDS, TypeRDMAArgs, RDMAArgsLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMAArgs, rdmaArgsLen); err != nil {
 		return RDMAArgs{}, err
 	}
 	d := m.Data
@@ -119,7 +119,7 @@ func (m Message) RDMAArgs() (RDMAArgs, error) {
 
 // RDMADest decodes RDS_CMSG_RDMA_DEST.
 func (m Message) RDMADest() (Cookie, error) {
-	if err := m.check(LevelRDS, TypeRDMADest, RDMADestLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMADest, rdmaDestLen); err != nil {
 		return 0, err
 	}
 	return Cookie(ne.Uint64(m.Data)), nil
@@ -127,7 +127,7 @@ func (m Message) RDMADest() (Cookie, error) {
 
 // RDMAMap decodes RDS_CMSG_RDMA_MAP.
 func (m Message) RDMAMap() (MapArgs, error) {
-	if err := m.check(LevelRDS, TypeRDMAMap, RDMAMapLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMAMap, rdmaMapLen); err != nil {
 		return MapArgs{}, err
 	}
 	d := m.Data
@@ -140,7 +140,7 @@ func (m Message) RDMAMap() (MapArgs, error) {
 
 // RDMAStatus decodes RDS_CMSG_RDMA_STATUS.
 func (m Message) RDMAStatus() (Notify, error) {
-	if err := m.check(LevelRDS, TypeRDMAStatus, RDMAStatusLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMAStatus, rdmaStatusLen); err != nil {
 		return Notify{}, err
 	}
 	return Notify{
@@ -152,7 +152,7 @@ func (m Message) RDMAStatus() (Notify, error) {
 // CongUpdate decodes RDS_CMSG_CONG_UPDATE: the mask of port groups that
 // became uncongested.
 func (m Message) CongUpdate() (uint64, error) {
-	if err := m.check(LevelRDS, TypeCongUpdate, CongUpdateLen); err != nil {
+	if err := m.check(LevelRDS, TypeCongUpdate, congUpdateLen); err != nil {
 		return 0, err
 	}
 	return ne.Uint64(m.Data), nil
@@ -160,7 +160,7 @@ func (m Message) CongUpdate() (uint64, error) {
 
 // atomic decodes struct rds_atomic_args of the given type.
 func (m Message) atomic(typ int32) (c Cookie, local, remote uint64, w [4]uint64, f Flags, token uint64, err error) {
-	if err = m.check(LevelRDS, typ, AtomicLen); err != nil {
+	if err = m.check(LevelRDS, typ, atomicLen); err != nil {
 		return
 	}
 	d := m.Data
@@ -206,7 +206,7 @@ func (m Message) MaskedAtomicCSWP() (MaskedAtomicCSWP, error) {
 // RxPathLatency decodes RDS_CMSG_RXPATH_LATENCY. A count above
 // MaxTracePoints is ErrInvalid.
 func (m Message) RxPathLatency() (RxTrace, error) {
-	if err := m.check(LevelRDS, TypeRxPathLatency, RxPathLatencyLen); err != nil {
+	if err := m.check(LevelRDS, TypeRxPathLatency, rxPathLatencyLen); err != nil {
 		return RxTrace{}, err
 	}
 	d := m.Data
@@ -223,7 +223,7 @@ func (m Message) RxPathLatency() (RxTrace, error) {
 
 // ZeroCopyCookie decodes RDS_CMSG_ZCOPY_COOKIE.
 func (m Message) ZeroCopyCookie() (uint32, error) {
-	if err := m.check(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); err != nil {
+	if err := m.check(LevelRDS, TypeZeroCopyCookie, zeroCopyCookieLen); err != nil {
 		return 0, err
 	}
 	return ne.Uint32(m.Data), nil
@@ -233,7 +233,7 @@ func (m Message) ZeroCopyCookie() (uint32, error) {
 // slots are copied; only the first N are meaningful. A count above
 // MaxZeroCopyCookies is ErrInvalid.
 func (m Message) ZeroCopyCompletion() (ZeroCopyCookies, error) {
-	if err := m.check(LevelRDS, TypeZeroCopyCompletion, ZeroCopyCompletionLen); err != nil {
+	if err := m.check(LevelRDS, TypeZeroCopyCompletion, zeroCopyCompletionLen); err != nil {
 		return ZeroCopyCookies{}, err
 	}
 	num := ne.Uint32(m.Data[offZcopyNum:])
@@ -254,7 +254,7 @@ func (m Message) Timestamp() (Timeval, error) {
 	}
 	d := m.Data
 	if m.Type == TypeTimestampNew {
-		if err := m.checkLen(TimevalLen); err != nil {
+		if err := m.checkLen(timevalLen); err != nil {
 			return Timeval{}, err
 		}
 		return Timeval{Sec: int64(ne.Uint64(d[0:])), Usec: int64(ne.Uint64(d[8:]))}, nil
