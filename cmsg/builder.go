@@ -184,7 +184,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 		d[offTracePoints+i] = uint8(p)
 	}
 	for i, v := range t.Latency {
-		ne.PutUint64(d[offTraceLatency+8*i:], v)
+		ne.PutUint64(d[offTraceLatency+8*i:], uint64(v))
 	}
 }
 

@@ -280,15 +280,30 @@ type MaskedAtomicCSWP struct {
 }
 
 // TracePoint is a stage of the receive path (enum
-// rds_message_rxpath_latency).
+// rds_message_rxpath_latency). net/rds/recv.c reports, for point i, the
+// time between the i-th and the (i+1)-th of four local_clock() stamps:
+// header seen, header complete, queued on the socket, control messages
+// written by recvmsg.
 type TracePoint uint8
 
-// Receive-path trace points.
+// Receive-path trace points. The loopback transport stamps neither the
+// header nor its completion, so there point 0 is 0 and point 1 is
+// meaningless (read from the source).
 const (
-	TraceHdrToDgramStart TracePoint = rdsabi.RxHdrToDgramStart // header received until reassembly starts
-	TraceDgramReassemble TracePoint = rdsabi.RxDgramReassemble // reassembly until queued to the socket
-	TraceDgramDelivered  TracePoint = rdsabi.RxDgramDelivered  // queued until delivered by recvmsg
-	MaxTracePoints                  = rdsabi.RxDgramTraceMax   // number of trace points
+	// TraceHdrToDgramStart: from the first bytes of the message's header
+	// until the header was complete (on RDS/IB both are stamped as the
+	// first fragment is handled).
+	TraceHdrToDgramStart TracePoint = rdsabi.RxHdrToDgramStart
+	// TraceDgramReassemble: from the complete header until the whole
+	// message was queued on the receiving socket.
+	TraceDgramReassemble TracePoint = rdsabi.RxDgramReassemble
+	// TraceDgramDelivered: from being queued on the socket until the
+	// recvmsg call that returns the message, after copying its data,
+	// writes the control messages. A MSG_PEEK and the later read each
+	// measure to their own call.
+	TraceDgramDelivered TracePoint = rdsabi.RxDgramDelivered
+	// MaxTracePoints is the number of trace points.
+	MaxTracePoints = rdsabi.RxDgramTraceMax
 )
 
 // String returns the trace point name.
@@ -305,16 +320,14 @@ func (p TracePoint) String() string {
 }
 
 // RxTrace is the data of RDS_CMSG_RXPATH_LATENCY (struct
-// rds_cmsg_rx_trace): for the first Count entries, Latency[i] nanoseconds
-// were spent in stage Points[i]. Count is at most MaxTracePoints.
+// rds_cmsg_rx_trace): for the first Count entries, Latency[i] was spent in
+// stage Points[i]. Count is at most MaxTracePoints. The kernel's fields
+// are unsigned nanoseconds; Latency holds them bit for bit.
 type RxTrace struct {
 	Count   uint8
 	Points  [MaxTracePoints]TracePoint
-	Latency [MaxTracePoints]uint64
+	Latency [MaxTracePoints]time.Duration
 }
-
-// Duration returns Latency[i] as a time.Duration.
-func (t *RxTrace) Duration(i int) time.Duration { return time.Duration(t.Latency[i]) }
 
 // MaxZeroCopyCookies is the most cookies one zero-copy completion carries.
 const MaxZeroCopyCookies = rdsabi.MaxZcookies

@@ -12,6 +12,7 @@ import (
 	"io"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // kinds lists every message type as (level, type, decoder, encoder).
@@ -142,7 +143,7 @@ func valueFor(i int, w [6]uint64, s int32, n uint8) any {
 	case TypeMaskedAtomicCSWP:
 		return MaskedAtomicCSWP{Cookie: c, LocalAddr: w[1], RemoteAddr: w[2], Compare: w[3], Swap: w[4], CompareMask: w[5], SwapMask: ^w[5], Flags: Flags(w[1]), UserToken: w[2]}
 	case TypeRxPathLatency:
-		return RxTrace{Count: n % (MaxTracePoints + 1), Points: [3]TracePoint{TracePoint(w[0]), TracePoint(w[1]), TracePoint(w[2])}, Latency: [3]uint64{w[3], w[4], w[5]}}
+		return RxTrace{Count: n % (MaxTracePoints + 1), Points: [3]TracePoint{TracePoint(w[0]), TracePoint(w[1]), TracePoint(w[2])}, Latency: [3]time.Duration{time.Duration(w[3]), time.Duration(w[4]), time.Duration(w[5])}}
 	case TypeZeroCopyCookie:
 		return uint32(w[3])
 	case TypeZeroCopyCompletion:

@@ -9,6 +9,7 @@ package cmsg
 import (
 	"io"
 	"math"
+	"time"
 )
 
 // A Message is one control message. Data aliases the parsed buffer; it is
@@ -216,7 +217,7 @@ func (m Message) RxPathLatency() (RxTrace, error) {
 	}
 	for i := range t.Points {
 		t.Points[i] = TracePoint(d[offTracePoints+i])
-		t.Latency[i] = ne.Uint64(d[offTraceLatency+8*i:])
+		t.Latency[i] = time.Duration(ne.Uint64(d[offTraceLatency+8*i:]))
 	}
 	return t, nil
 }
