@@ -33,12 +33,6 @@ func (b *Builder) Reset(buf []byte) { b.buf, b.err = buf, nil }
 // error if any call failed.
 func (b *Builder) Finish() ([]byte, error) { return b.buf, b.err }
 
-// Err returns the sticky error.
-func (b *Builder) Err() error { return b.err }
-
-// Len returns the length of the buffer so far.
-func (b *Builder) Len() int { return len(b.buf) }
-
 // next appends a zeroed message of Space(n) bytes with its header filled
 // in and returns its n data bytes, or nil after an error.
 func (b *Builder) next(level, typ int32, n int) []byte {

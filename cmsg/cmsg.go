@@ -357,6 +357,3 @@ type Timeval struct {
 
 // Time converts t to a time.Time.
 func (t Timeval) Time() time.Time { return time.Unix(t.Sec, t.Usec*1e3) }
-
-// UnixNano returns t in nanoseconds since the Unix epoch.
-func (t Timeval) UnixNano() int64 { return t.Sec*1e9 + t.Usec*1e3 }

@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		p := NewParser(buf)
 		for {
-			off := p.Offset()
+			off := p.off
 			m, err := p.Next()
 			if err == io.EOF {
 				if off != len(buf) {
@@ -75,8 +75,8 @@ func FuzzParse(f *testing.F) {
 			if len(m.Data) > 0 && &m.Data[0] != &buf[off+HeaderLen] {
 				t.Fatalf("data does not alias the buffer")
 			}
-			if p.Offset() <= off || p.Offset() > len(buf) {
-				t.Fatalf("offset went from %d to %d (len %d)", off, p.Offset(), len(buf))
+			if p.off <= off || p.off > len(buf) {
+				t.Fatalf("offset went from %d to %d (len %d)", off, p.off, len(buf))
 			}
 			// Every decoder must cope with every message; what decodes
 			// must survive encode and decode unchanged.

@@ -38,9 +38,6 @@ func NewParser(buf []byte) Parser { return Parser{buf: buf} }
 // Reset positions p at the start of buf and clears its error.
 func (p *Parser) Reset(buf []byte) { *p = Parser{buf: buf} }
 
-// Offset returns the byte offset of the next message.
-func (p *Parser) Offset() int { return p.off }
-
 // Next returns the next message. At the end of the buffer it returns
 // io.EOF; a malformed header returns an *Error wrapping ErrShortHeader,
 // ErrHeaderLen or ErrOverrun. Errors are sticky: later calls return the
