@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-rds/rds/cmsg"
 )
@@ -135,4 +136,30 @@ func ExampleBuilder_CongUpdate() {
 	mask, _ := m.CongUpdate()
 	fmt.Printf("CongUpdateSpace: %t, mask %#x\n", len(oob) == cmsg.CongUpdateSpace, mask)
 	// Output: CongUpdateSpace: true, mask 0x21
+}
+
+// Read the receive-path trace of a message (SO_RDS_MSG_RXPATH_LATENCY on
+// the socket), here built as the kernel would send it.
+func ExampleMessage_RxPathLatency() {
+	b := cmsg.NewBuilder(make([]byte, 0, cmsg.RxPathLatencySpace))
+	b.RxPathLatency(cmsg.RxTrace{
+		Count:   2,
+		Points:  [cmsg.MaxTracePoints]cmsg.TracePoint{cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered},
+		Latency: [cmsg.MaxTracePoints]time.Duration{35 * time.Microsecond, 2 * time.Millisecond},
+	})
+	oob, _ := b.Finish()
+
+	p := cmsg.NewParser(oob)
+	m, _ := p.Next()
+	tr, err := m.RxPathLatency()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i := range tr.Count {
+		fmt.Printf("%v: %v\n", tr.Points[i], tr.Latency[i])
+	}
+	// Output:
+	// dgram-reassemble: 35µs
+	// dgram-delivered: 2ms
 }
