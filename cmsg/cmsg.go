@@ -145,13 +145,13 @@ func (c Cookie) String() string {
 // arguments.
 type Flags uint64
 
-// RDMA flags.
+// RDMA flags. The uapi's RDS_RDMA_DONTWAIT (0x10) is left out: net/rds
+// never reads it.
 const (
 	FlagReadWrite  Flags = rdsabi.RDMAReadWrite  // RDMA WRITE to the peer (without it: READ); registration is writable
 	FlagFence      Flags = rdsabi.RDMAFence      // fence the message that carries the operation
 	FlagInvalidate Flags = rdsabi.RDMAInvalidate // invalidate the R_Key when the registration is freed
 	FlagUseOnce    Flags = rdsabi.RDMAUseOnce    // free the registration after one use
-	FlagDontWait   Flags = rdsabi.RDMADontWait   // historical (barriers); ignored
 	FlagNotifyMe   Flags = rdsabi.RDMANotifyMe   // queue an RDMA_STATUS when the operation completes
 	FlagSilent     Flags = rdsabi.RDMASilent     // do not interrupt the remote side
 )
