@@ -280,9 +280,9 @@ type MaskedAtomicCSWP struct {
 }
 
 // TracePoint is a stage of the receive path (enum
-// rds_message_rxpath_latency). net/rds/recv.c reports, for point i, the
-// time between the i-th and the (i+1)-th of four local_clock() stamps:
-// header seen, header complete, queued on the socket, control messages
+// rds_message_rxpath_latency). For point i, net/rds/recv.c reports the
+// time from stamp i to stamp i+1 of four local_clock() readings: 0 header
+// seen, 1 header complete, 2 queued on the socket, 3 control messages
 // written by recvmsg.
 type TracePoint uint8
 
