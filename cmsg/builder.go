@@ -33,12 +33,6 @@ func (b *Builder) Reset(buf []byte) { b.buf, b.err = buf, nil }
 // error if any call failed.
 func (b *Builder) Finish() ([]byte, error) { return b.buf, b.err }
 
-// Err returns the sticky error.
-func (b *Builder) Err() error { return b.err }
-
-// Len returns the length of the buffer so far.
-func (b *Builder) Len() int { return len(b.buf) }
-
 // next appends a zeroed message of Space(n) bytes with its header filled
 // in and returns its n data bytes, or nil after an error.
 func (b *Builder) next(level, typ int32, n int) []byte {
@@ -50,7 +44,7 @@ func (b *Builder) next(level, typ int32, n int) []byte {
 	b.buf = slices.Grow(b.buf, sp)[:off+sp]
 	m := b.buf[off:]
 	clear(m)
-	putHdrLen(m, Len(n))
+	putHdrLen(m, HeaderLen+n)
 	ne.PutUint32(m[offLevel:], uint32(level))
 	ne.PutUint32(m[offType:], uint32(typ))
 	return m[HeaderLen : HeaderLen+n]
@@ -77,7 +71,7 @@ func putIOVec(d []byte, v IOVec) {
 
 // RDMAArgs adds RDS_CMSG_RDMA_ARGS (send; IB transport only).
 func (b *Builder) RDMAArgs(a RDMAArgs) {
-	d := b.next(LevelRDS, TypeRDMAArgs, RDMAArgsLen)
+	d := b.next(LevelRDS, TypeRDMAArgs, rdmaArgsLen)
 	if d == nil {
 		return
 	}
@@ -93,14 +87,14 @@ func (b *Builder) RDMAArgs(a RDMAArgs) {
 // to use as the destination of the peer's RDMA; on receive (what the
 // kernel attaches), the cookie the peer sent with the message.
 func (b *Builder) RDMADest(c Cookie) {
-	if d := b.next(LevelRDS, TypeRDMADest, RDMADestLen); d != nil {
+	if d := b.next(LevelRDS, TypeRDMADest, rdmaDestLen); d != nil {
 		ne.PutUint64(d, uint64(c))
 	}
 }
 
 // RDMAMap adds RDS_CMSG_RDMA_MAP (send; IB transport only).
 func (b *Builder) RDMAMap(a MapArgs) {
-	d := b.next(LevelRDS, TypeRDMAMap, RDMAMapLen)
+	d := b.next(LevelRDS, TypeRDMAMap, rdmaMapLen)
 	if d == nil {
 		return
 	}
@@ -112,7 +106,7 @@ func (b *Builder) RDMAMap(a MapArgs) {
 // RDMAStatus adds RDS_CMSG_RDMA_STATUS (receive only: for fakes and
 // tests).
 func (b *Builder) RDMAStatus(n Notify) {
-	d := b.next(LevelRDS, TypeRDMAStatus, RDMAStatusLen)
+	d := b.next(LevelRDS, TypeRDMAStatus, rdmaStatusLen)
 	if d == nil {
 		return
 	}
@@ -123,14 +117,14 @@ func (b *Builder) RDMAStatus(n Notify) {
 // CongUpdate adds RDS_CMSG_CONG_UPDATE (receive only): mask has the
 // congestion-monitor bit of every port group that became uncongested.
 func (b *Builder) CongUpdate(mask uint64) {
-	if d := b.next(LevelRDS, TypeCongUpdate, CongUpdateLen); d != nil {
+	if d := b.next(LevelRDS, TypeCongUpdate, congUpdateLen); d != nil {
 		ne.PutUint64(d, mask)
 	}
 }
 
 // atomic writes struct rds_atomic_args; w holds the union's four words.
 func (b *Builder) atomic(typ int32, c Cookie, local, remote uint64, w [4]uint64, f Flags, token uint64) {
-	d := b.next(LevelRDS, typ, AtomicLen)
+	d := b.next(LevelRDS, typ, atomicLen)
 	if d == nil {
 		return
 	}
@@ -175,7 +169,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 		b.fail(ErrInvalid, LevelRDS, TypeRxPathLatency, int(t.Count))
 		return
 	}
-	d := b.next(LevelRDS, TypeRxPathLatency, RxPathLatencyLen)
+	d := b.next(LevelRDS, TypeRxPathLatency, rxPathLatencyLen)
 	if d == nil {
 		return
 	}
@@ -184,7 +178,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 		d[offTracePoints+i] = uint8(p)
 	}
 	for i, v := range t.Latency {
-		ne.PutUint64(d[offTraceLatency+8*i:], v)
+		ne.PutUint64(d[offTraceLatency+8*i:], uint64(v))
 	}
 }
 
@@ -192,7 +186,7 @@ func (b *Builder) RxPathLatency(t RxTrace) {
 // MSG_ZEROCOPY): the cookie that a later completion reports for this
 // message.
 func (b *Builder) ZeroCopyCookie(cookie uint32) {
-	if d := b.next(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); d != nil {
+	if d := b.next(LevelRDS, TypeZeroCopyCookie, zeroCopyCookieLen); d != nil {
 		ne.PutUint32(d, cookie)
 	}
 }
@@ -205,7 +199,7 @@ func (b *Builder) ZeroCopyCompletion(z ZeroCopyCookies) {
 		b.fail(ErrInvalid, LevelRDS, TypeZeroCopyCompletion, z.N)
 		return
 	}
-	d := b.next(LevelRDS, TypeZeroCopyCompletion, ZeroCopyCompletionLen)
+	d := b.next(LevelRDS, TypeZeroCopyCompletion, zeroCopyCompletionLen)
 	if d == nil {
 		return
 	}
@@ -219,7 +213,7 @@ func (b *Builder) ZeroCopyCompletion(z ZeroCopyCookies) {
 // TypeTimestampNew.
 func (b *Builder) timeval(typ int32, t Timeval) {
 	if typ == TypeTimestampNew {
-		if d := b.next(LevelSocket, typ, TimevalLen); d != nil {
+		if d := b.next(LevelSocket, typ, timevalLen); d != nil {
 			ne.PutUint64(d[0:], uint64(t.Sec))
 			ne.PutUint64(d[8:], uint64(t.Usec))
 		}
@@ -238,65 +232,11 @@ func (b *Builder) timeval(typ int32, t Timeval) {
 	}
 }
 
-// putTimespecs writes ts as __kernel_timespec (wide) or as two longs each,
-// and reports whether every value fitted.
-func putTimespecs(d []byte, wide bool, ts ...Timespec) bool {
-	ok := true
-	for _, t := range ts {
-		if wide {
-			ne.PutUint64(d[0:], uint64(t.Sec))
-			ne.PutUint64(d[8:], uint64(t.Nsec))
-			d = d[TimespecLen:]
-			continue
-		}
-		ok = putLong(d[0:], t.Sec) && ok
-		ok = putLong(d[Alignment:], t.Nsec) && ok
-		d = d[oldTimespecLen:]
-	}
-	return ok
-}
-
-// timespecs adds a message of n timespecs (SCM_TIMESTAMPNS or
-// SCM_TIMESTAMPING, old or new).
-func (b *Builder) timespecs(typ int32, wide bool, ts ...Timespec) {
-	if b.err != nil {
-		return
-	}
-	n := len(ts) * oldTimespecLen
-	if wide {
-		n = len(ts) * TimespecLen
-	}
-	off := len(b.buf)
-	d := b.next(LevelSocket, typ, n)
-	if !putTimespecs(d, wide, ts...) {
-		b.buf = b.buf[:off]
-		b.fail(ErrInvalid, LevelSocket, typ, n)
-	}
-}
-
 // Timestamp adds SCM_TIMESTAMP (receive only), what RDS attaches with
-// SO_TIMESTAMP (SO_TIMESTAMP_OLD) enabled.
+// SO_TIMESTAMP (SO_TIMESTAMP_OLD) enabled. On 32-bit ABIs a Sec or Usec
+// that a 32-bit long cannot hold sets the sticky error ErrInvalid.
 func (b *Builder) Timestamp(t Timeval) { b.timeval(TypeTimestamp, t) }
 
 // TimestampNew adds SO_TIMESTAMP_NEW (receive only), what RDS attaches
 // with SO_TIMESTAMP_NEW enabled.
 func (b *Builder) TimestampNew(t Timeval) { b.timeval(TypeTimestampNew, t) }
-
-// TimestampNS adds SCM_TIMESTAMPNS (receive only; RDS does not send it).
-func (b *Builder) TimestampNS(t Timespec) { b.timespecs(TypeTimestampNS, false, t) }
-
-// TimestampNSNew adds SO_TIMESTAMPNS_NEW (receive only; RDS does not
-// send it).
-func (b *Builder) TimestampNSNew(t Timespec) { b.timespecs(TypeTimestampNSNew, true, t) }
-
-// Timestamping adds SCM_TIMESTAMPING (receive only; RDS does not send
-// it).
-func (b *Builder) Timestamping(t Timestamping) {
-	b.timespecs(TypeTimestamping, false, t.Software, t.Deprecated, t.Hardware)
-}
-
-// TimestampingNew adds SO_TIMESTAMPING_NEW (receive only; RDS does not
-// send it).
-func (b *Builder) TimestampingNew(t Timestamping) {
-	b.timespecs(TypeTimestampingNew, true, t.Software, t.Deprecated, t.Hardware)
-}

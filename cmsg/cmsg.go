@@ -27,15 +27,13 @@ const (
 	Alignment = 4 << (^uint(0) >> 63)
 )
 
-// Align rounds n up to a multiple of Alignment, like CMSG_ALIGN.
-func Align(n int) int { return (n + Alignment - 1) &^ (Alignment - 1) }
-
-// Len is CMSG_LEN: the cmsg_len of a message carrying dataLen bytes.
-func Len(dataLen int) int { return HeaderLen + dataLen }
+// align rounds n up to a multiple of Alignment, like CMSG_ALIGN.
+func align(n int) int { return (n + Alignment - 1) &^ (Alignment - 1) }
 
 // Space is CMSG_SPACE: the bytes a message carrying dataLen bytes occupies
-// in a control buffer, padding included.
-func Space(dataLen int) int { return HeaderLen + Align(dataLen) }
+// in a control buffer, padding included. The message's cmsg_len
+// (CMSG_LEN) is HeaderLen + dataLen.
+func Space(dataLen int) int { return HeaderLen + align(dataLen) }
 
 // BUG(kernel): On 386 the RDMA_STATUS and RXPATH_LATENCY layouts are
 // those of an i386 kernel (12 and 28 bytes). A 386 program on a 64-bit
@@ -68,60 +66,49 @@ const (
 	TypeZeroCopyCompletion = rdsabi.CmsgZcopyCompletion
 )
 
-// Types at LevelSocket. On 64-bit ABIs the _OLD forms have the same
-// layouts as the _NEW ones, which hold 64-bit fields everywhere; on 32-bit
-// ABIs the _OLD forms' fields are 32-bit longs (8 bytes per Timeval or
-// Timespec), which the decoders widen to int64.
+// Types at LevelSocket: the only two an RDS socket delivers
+// (rds_cmsg_recv in net/rds/recv.c). SO_TIMESTAMP asks for TypeTimestamp,
+// a struct timeval of two longs (8 bytes on 32-bit ABIs); SO_TIMESTAMP_NEW
+// asks for TypeTimestampNew, a __kernel_sock_timeval of two int64
+// everywhere.
 const (
-	TypeTimestamp       = unix.SO_TIMESTAMP_OLD    // SCM_TIMESTAMP: Timeval
-	TypeTimestampNS     = unix.SO_TIMESTAMPNS_OLD  // SCM_TIMESTAMPNS: Timespec
-	TypeTimestamping    = unix.SO_TIMESTAMPING_OLD // SCM_TIMESTAMPING: Timestamping
-	TypeTimestampNew    = unix.SO_TIMESTAMP_NEW    // SO_TIMESTAMP_NEW: Timeval
-	TypeTimestampNSNew  = unix.SO_TIMESTAMPNS_NEW  // SO_TIMESTAMPNS_NEW: Timespec
-	TypeTimestampingNew = unix.SO_TIMESTAMPING_NEW // SO_TIMESTAMPING_NEW: Timestamping
+	TypeTimestamp    = unix.SO_TIMESTAMP_OLD // SCM_TIMESTAMP: Timeval
+	TypeTimestampNew = unix.SO_TIMESTAMP_NEW // SO_TIMESTAMP_NEW: Timeval
 )
 
 // Data lengths (the payload after the header) of each message type; the
-// numbers in comments are those of 64-bit ABIs.
+// numbers in comments are those of 64-bit ABIs. Users size buffers with
+// the *Space constants below.
 const (
-	RDMAArgsLen           = rdsabi.SizeofRDMAArgs     // 56
-	RDMADestLen           = rdsabi.SizeofCookie       // 8
-	RDMAMapLen            = rdsabi.SizeofGetMRArgs    // 32
-	RDMAStatusLen         = rdsabi.SizeofRDMANotify   // 16 (12 on 386)
-	CongUpdateLen         = 8                         // a uint64 port mask
-	AtomicLen             = rdsabi.SizeofAtomicArgs   // 72, all four atomic types
-	RxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32 (28 on 386)
-	ZeroCopyCookieLen     = 4                         // a uint32
-	ZeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
-	TimevalLen            = 16                        // __kernel_sock_timeval; SCM_TIMESTAMP on 64-bit ABIs
-	TimespecLen           = 16                        // __kernel_timespec; SCM_TIMESTAMPNS on 64-bit ABIs
-	TimestampingLen       = 3 * TimespecLen           // struct scm_timestamping64; SCM_TIMESTAMPING on 64-bit ABIs
+	rdmaArgsLen           = rdsabi.SizeofRDMAArgs     // 56
+	rdmaDestLen           = rdsabi.SizeofCookie       // 8
+	rdmaMapLen            = rdsabi.SizeofGetMRArgs    // 32
+	rdmaStatusLen         = rdsabi.SizeofRDMANotify   // 16 (12 on 386)
+	congUpdateLen         = 8                         // a uint64 port mask
+	atomicLen             = rdsabi.SizeofAtomicArgs   // 72, all four atomic types
+	rxPathLatencyLen      = rdsabi.SizeofCmsgRxTrace  // 32 (28 on 386)
+	zeroCopyCookieLen     = 4                         // a uint32
+	zeroCopyCompletionLen = rdsabi.SizeofZcopyCookies // 36
+	timevalLen            = 16                        // __kernel_sock_timeval; SCM_TIMESTAMP on 64-bit ABIs
 )
 
-// Data lengths of the _OLD timestamp forms: two longs per timeval or
-// timespec.
-const (
-	oldTimevalLen      = 2 * Alignment
-	oldTimespecLen     = 2 * Alignment
-	oldTimestampingLen = 3 * oldTimespecLen
-)
+// oldTimevalLen is the data length of SCM_TIMESTAMP: two longs.
+const oldTimevalLen = 2 * Alignment
 
 // Buffer space (CMSG_SPACE) of each message type, for sizing control
-// buffers; the numbers in comments are those of 64-bit ABIs. The
-// timestamp spaces fit both the _OLD and the _NEW forms.
+// buffers; the numbers in comments are those of 64-bit ABIs.
+// TimevalSpace fits both timestamp forms.
 const (
-	RDMAArgsSpace           = HeaderLen + (RDMAArgsLen+Alignment-1)&^(Alignment-1)           // 72
-	RDMADestSpace           = HeaderLen + (RDMADestLen+Alignment-1)&^(Alignment-1)           // 24
-	RDMAMapSpace            = HeaderLen + (RDMAMapLen+Alignment-1)&^(Alignment-1)            // 48
-	RDMAStatusSpace         = HeaderLen + (RDMAStatusLen+Alignment-1)&^(Alignment-1)         // 32
-	CongUpdateSpace         = HeaderLen + (CongUpdateLen+Alignment-1)&^(Alignment-1)         // 24
-	AtomicSpace             = HeaderLen + (AtomicLen+Alignment-1)&^(Alignment-1)             // 88
-	RxPathLatencySpace      = HeaderLen + (RxPathLatencyLen+Alignment-1)&^(Alignment-1)      // 48
-	ZeroCopyCookieSpace     = HeaderLen + (ZeroCopyCookieLen+Alignment-1)&^(Alignment-1)     // 24
-	ZeroCopyCompletionSpace = HeaderLen + (ZeroCopyCompletionLen+Alignment-1)&^(Alignment-1) // 56
-	TimevalSpace            = HeaderLen + (TimevalLen+Alignment-1)&^(Alignment-1)            // 32
-	TimespecSpace           = HeaderLen + (TimespecLen+Alignment-1)&^(Alignment-1)           // 32
-	TimestampingSpace       = HeaderLen + (TimestampingLen+Alignment-1)&^(Alignment-1)       // 64
+	RDMAArgsSpace           = HeaderLen + (rdmaArgsLen+Alignment-1)&^(Alignment-1)           // 72
+	RDMADestSpace           = HeaderLen + (rdmaDestLen+Alignment-1)&^(Alignment-1)           // 24
+	RDMAMapSpace            = HeaderLen + (rdmaMapLen+Alignment-1)&^(Alignment-1)            // 48
+	RDMAStatusSpace         = HeaderLen + (rdmaStatusLen+Alignment-1)&^(Alignment-1)         // 32
+	CongUpdateSpace         = HeaderLen + (congUpdateLen+Alignment-1)&^(Alignment-1)         // 24
+	AtomicSpace             = HeaderLen + (atomicLen+Alignment-1)&^(Alignment-1)             // 88
+	RxPathLatencySpace      = HeaderLen + (rxPathLatencyLen+Alignment-1)&^(Alignment-1)      // 48
+	ZeroCopyCookieSpace     = HeaderLen + (zeroCopyCookieLen+Alignment-1)&^(Alignment-1)     // 24
+	ZeroCopyCompletionSpace = HeaderLen + (zeroCopyCompletionLen+Alignment-1)&^(Alignment-1) // 56
+	TimevalSpace            = HeaderLen + (timevalLen+Alignment-1)&^(Alignment-1)            // 32
 
 	// MaxReceiveSpace is a receive control buffer size that holds
 	// everything the kernel attaches to one recvmsg that returns data:
@@ -158,13 +145,13 @@ func (c Cookie) String() string {
 // arguments.
 type Flags uint64
 
-// RDMA flags.
+// RDMA flags. The uapi's RDS_RDMA_DONTWAIT (0x10) is left out: net/rds
+// never reads it.
 const (
 	FlagReadWrite  Flags = rdsabi.RDMAReadWrite  // RDMA WRITE to the peer (without it: READ); registration is writable
 	FlagFence      Flags = rdsabi.RDMAFence      // fence the message that carries the operation
 	FlagInvalidate Flags = rdsabi.RDMAInvalidate // invalidate the R_Key when the registration is freed
 	FlagUseOnce    Flags = rdsabi.RDMAUseOnce    // free the registration after one use
-	FlagDontWait   Flags = rdsabi.RDMADontWait   // historical (barriers); ignored
 	FlagNotifyMe   Flags = rdsabi.RDMANotifyMe   // queue an RDMA_STATUS when the operation completes
 	FlagSilent     Flags = rdsabi.RDMASilent     // do not interrupt the remote side
 )
@@ -293,15 +280,30 @@ type MaskedAtomicCSWP struct {
 }
 
 // TracePoint is a stage of the receive path (enum
-// rds_message_rxpath_latency).
+// rds_message_rxpath_latency). For point i, net/rds/recv.c reports the
+// time from stamp i to stamp i+1 of four local_clock() readings: 0 header
+// seen, 1 header complete, 2 queued on the socket, 3 control messages
+// written by recvmsg.
 type TracePoint uint8
 
-// Receive-path trace points.
+// Receive-path trace points. The loopback transport stamps neither the
+// header nor its completion, so there point 0 is 0 and point 1 is
+// meaningless (read from the source).
 const (
-	TraceHdrToDgramStart TracePoint = rdsabi.RxHdrToDgramStart // header received until reassembly starts
-	TraceDgramReassemble TracePoint = rdsabi.RxDgramReassemble // reassembly until queued to the socket
-	TraceDgramDelivered  TracePoint = rdsabi.RxDgramDelivered  // queued until delivered by recvmsg
-	MaxTracePoints                  = rdsabi.RxDgramTraceMax   // number of trace points
+	// TraceHdrToDgramStart: from the first bytes of the message's header
+	// until the header was complete (on RDS/IB both are stamped as the
+	// first fragment is handled).
+	TraceHdrToDgramStart TracePoint = rdsabi.RxHdrToDgramStart
+	// TraceDgramReassemble: from the complete header until the whole
+	// message was queued on the receiving socket.
+	TraceDgramReassemble TracePoint = rdsabi.RxDgramReassemble
+	// TraceDgramDelivered: from being queued on the socket until the
+	// recvmsg call that returns the message, after copying its data,
+	// writes the control messages. A MSG_PEEK and the later read each
+	// measure to their own call.
+	TraceDgramDelivered TracePoint = rdsabi.RxDgramDelivered
+	// MaxTracePoints is the number of trace points.
+	MaxTracePoints = rdsabi.RxDgramTraceMax
 )
 
 // String returns the trace point name.
@@ -318,16 +320,14 @@ func (p TracePoint) String() string {
 }
 
 // RxTrace is the data of RDS_CMSG_RXPATH_LATENCY (struct
-// rds_cmsg_rx_trace): for the first Count entries, Latency[i] nanoseconds
-// were spent in stage Points[i]. Count is at most MaxTracePoints.
+// rds_cmsg_rx_trace): for the first Count entries, Latency[i] was spent in
+// stage Points[i]. Count is at most MaxTracePoints. The kernel's fields
+// are unsigned nanoseconds; Latency holds them bit for bit.
 type RxTrace struct {
 	Count   uint8
 	Points  [MaxTracePoints]TracePoint
-	Latency [MaxTracePoints]uint64
+	Latency [MaxTracePoints]time.Duration
 }
-
-// Duration returns Latency[i] as a time.Duration.
-func (t *RxTrace) Duration(i int) time.Duration { return time.Duration(t.Latency[i]) }
 
 // MaxZeroCopyCookies is the most cookies one zero-copy completion carries.
 const MaxZeroCopyCookies = rdsabi.MaxZcookies
@@ -347,8 +347,9 @@ func (z *ZeroCopyCookies) List() []uint32 {
 	return z.Cookies[:min(max(z.N, 0), MaxZeroCopyCookies)]
 }
 
-// Timeval is a timestamp with microsecond resolution (SCM_TIMESTAMP,
-// SO_TIMESTAMP_NEW): struct timeval / __kernel_sock_timeval.
+// Timeval is the data of SCM_TIMESTAMP and SO_TIMESTAMP_NEW (struct
+// timeval / __kernel_sock_timeval): the wall-clock time at which the
+// kernel queued the message on the socket, in microseconds.
 type Timeval struct {
 	Sec  int64
 	Usec int64
@@ -356,28 +357,3 @@ type Timeval struct {
 
 // Time converts t to a time.Time.
 func (t Timeval) Time() time.Time { return time.Unix(t.Sec, t.Usec*1e3) }
-
-// UnixNano returns t in nanoseconds since the Unix epoch.
-func (t Timeval) UnixNano() int64 { return t.Sec*1e9 + t.Usec*1e3 }
-
-// Timespec is a timestamp with nanosecond resolution (SCM_TIMESTAMPNS,
-// SO_TIMESTAMPNS_NEW): struct timespec / __kernel_timespec.
-type Timespec struct {
-	Sec  int64
-	Nsec int64
-}
-
-// Time converts t to a time.Time.
-func (t Timespec) Time() time.Time { return time.Unix(t.Sec, t.Nsec) }
-
-// UnixNano returns t in nanoseconds since the Unix epoch.
-func (t Timespec) UnixNano() int64 { return t.Sec*1e9 + t.Nsec }
-
-// Timestamping is the data of SCM_TIMESTAMPING and SO_TIMESTAMPING_NEW
-// (struct scm_timestamping): a software stamp, a deprecated slot that is
-// normally zero, and a raw hardware stamp.
-type Timestamping struct {
-	Software   Timespec
-	Deprecated Timespec
-	Hardware   Timespec
-}

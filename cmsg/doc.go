@@ -20,7 +20,7 @@
 // architecture Go supports, little- and big-endian, 32- and 64-bit; the
 // struct layouts come from package internal/rdsabi. On i386 two structs
 // are smaller (RDMA_STATUS: 12 bytes, RXPATH_LATENCY: 28), and on 32-bit
-// ABIs the SCM_TIMESTAMP family's _OLD forms carry 32-bit fields.
+// ABIs SCM_TIMESTAMP carries 32-bit fields.
 //
 // # Messages
 //
@@ -56,9 +56,10 @@
 // ZCOPY_COMPLETION once the kernel no longer needs the pages.
 //
 // At level SOL_SOCKET ([LevelSocket]), RDS attaches SCM_TIMESTAMP (a
-// Timeval) when SO_TIMESTAMP is on, or SO_TIMESTAMP_NEW when
-// SO_TIMESTAMP_NEW is; it never sends the NS or TIMESTAMPING forms, which
-// are here for completeness.
+// [Timeval] of two longs) when SO_TIMESTAMP is on, or SO_TIMESTAMP_NEW (two
+// int64) when SO_TIMESTAMP_NEW is: the time the kernel queued the message
+// on the socket. These are the only SOL_SOCKET messages net/rds/recv.c
+// writes; RDS has no SCM_TIMESTAMPNS or SCM_TIMESTAMPING.
 //
 // # Messages without data
 //

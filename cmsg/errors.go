@@ -28,8 +28,8 @@ var (
 	ErrWrongType = errors.New("cmsg: message has a different level or type")
 	// ErrInvalid: a field value is out of range: more than
 	// MaxZeroCopyCookies cookies or MaxTracePoints trace points, or, on
-	// 32-bit ABIs, a time that the 32-bit fields of an _OLD timestamp
-	// (Builder.Timestamp, TimestampNS, Timestamping) cannot hold.
+	// 32-bit ABIs, a time that the 32-bit fields of SCM_TIMESTAMP
+	// (Builder.Timestamp) cannot hold.
 	ErrInvalid = errors.New("cmsg: field value out of range")
 )
 

@@ -13,6 +13,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestParseErrors(t *testing.T) {
@@ -105,9 +107,9 @@ func TestParseEmpty(t *testing.T) {
 func TestDecodeErrors(t *testing.T) {
 	rds := func(typ int32, n int) Message { return Message{Level: LevelRDS, Type: typ, Data: make([]byte, n)} }
 	sock := func(typ int32, n int) Message { return Message{Level: LevelSocket, Type: typ, Data: make([]byte, n)} }
-	zc := rds(TypeZeroCopyCompletion, ZeroCopyCompletionLen)
+	zc := rds(TypeZeroCopyCompletion, zeroCopyCompletionLen)
 	zc.Data[0] = 9 // num = 9
-	tr := rds(TypeRxPathLatency, RxPathLatencyLen)
+	tr := rds(TypeRxPathLatency, rxPathLatencyLen)
 	tr.Data[0] = 4 // rx_traces = 4
 	for _, c := range []struct {
 		name   string
@@ -124,7 +126,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"RDMADest short", func() error { _, err := rds(TypeRDMADest, 4).RDMADest(); return err }, ErrDataLen},
 		{"RDMADest wrong level", func() error { _, err := sock(TypeRDMADest, 8).RDMADest(); return err }, ErrWrongType},
 		{"RDMAMap short", func() error { _, err := rds(TypeRDMAMap, 0).RDMAMap(); return err }, ErrDataLen},
-		{"RDMAStatus truncated (MSG_CTRUNC)", func() error { _, err := rds(TypeRDMAStatus, RDMAStatusLen-4).RDMAStatus(); return err }, ErrDataLen},
+		{"RDMAStatus truncated (MSG_CTRUNC)", func() error { _, err := rds(TypeRDMAStatus, rdmaStatusLen-4).RDMAStatus(); return err }, ErrDataLen},
 		{"RDMAStatus wrong type", func() error { _, err := rds(TypeCongUpdate, 16).RDMAStatus(); return err }, ErrWrongType},
 		{"CongUpdate short", func() error { _, err := rds(TypeCongUpdate, 7).CongUpdate(); return err }, ErrDataLen},
 		{"AtomicFADD short", func() error { _, err := rds(TypeAtomicFADD, 64).AtomicFADD(); return err }, ErrDataLen},
@@ -132,7 +134,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"MaskedAtomicFADD as FADD", func() error { _, err := rds(TypeMaskedAtomicFADD, 72).AtomicFADD(); return err }, ErrWrongType},
 		{"MaskedAtomicCSWP long", func() error { _, err := rds(TypeMaskedAtomicCSWP, 80).MaskedAtomicCSWP(); return err }, ErrDataLen},
 		{"MaskedAtomicFADD wrong type", func() error { _, err := rds(TypeAtomicCSWP, 72).MaskedAtomicFADD(); return err }, ErrWrongType},
-		{"RxPathLatency short", func() error { _, err := rds(TypeRxPathLatency, RxPathLatencyLen-4).RxPathLatency(); return err }, ErrDataLen},
+		{"RxPathLatency short", func() error { _, err := rds(TypeRxPathLatency, rxPathLatencyLen-4).RxPathLatency(); return err }, ErrDataLen},
 		{"RxPathLatency count 4", func() error { _, err := tr.RxPathLatency(); return err }, ErrInvalid},
 		{"ZeroCopyCookie long", func() error { _, err := rds(TypeZeroCopyCookie, 8).ZeroCopyCookie(); return err }, ErrDataLen},
 		{"ZeroCopyCompletion short", func() error {
@@ -142,10 +144,9 @@ func TestDecodeErrors(t *testing.T) {
 		{"ZeroCopyCompletion num 9", func() error { _, err := zc.ZeroCopyCompletion(); return err }, ErrInvalid},
 		{"Timestamp short", func() error { _, err := sock(TypeTimestamp, 2*wordSize-1).Timestamp(); return err }, ErrDataLen},
 		{"Timestamp at SOL_RDS", func() error { _, err := rds(TypeTimestamp, 16).Timestamp(); return err }, ErrWrongType},
-		{"Timestamp as NS", func() error { _, err := sock(TypeTimestamp, 16).TimestampNS(); return err }, ErrWrongType},
-		{"TimestampNS short", func() error { _, err := sock(TypeTimestampNSNew, 15).TimestampNS(); return err }, ErrDataLen},
-		{"Timestamping short", func() error { _, err := sock(TypeTimestampingNew, 32).Timestamping(); return err }, ErrDataLen},
-		{"Timestamping wrong type", func() error { _, err := sock(TypeTimestampNew, 48).Timestamping(); return err }, ErrWrongType},
+		{"TimestampNew short", func() error { _, err := sock(TypeTimestampNew, 15).Timestamp(); return err }, ErrDataLen},
+		{"TimestampNew long", func() error { _, err := sock(TypeTimestampNew, 17).Timestamp(); return err }, ErrDataLen},
+		{"SCM_TIMESTAMPNS", func() error { _, err := sock(unix.SO_TIMESTAMPNS_OLD, 16).Timestamp(); return err }, ErrWrongType},
 	} {
 		err := c.decode()
 		if !errors.Is(err, c.want) {

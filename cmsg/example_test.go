@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-rds/rds/cmsg"
 )
@@ -106,10 +107,17 @@ func ExampleParser_Next_malformed() {
 }
 
 func ExampleSpace() {
-	// A send carrying an RDMA_MAP and a zero-copy cookie.
-	n := cmsg.Space(cmsg.RDMAMapLen) + cmsg.Space(cmsg.ZeroCopyCookieLen)
-	fmt.Println(n == cmsg.RDMAMapSpace+cmsg.ZeroCopyCookieSpace, "(72 bytes on 64-bit Linux)")
-	// Output: true (72 bytes on 64-bit Linux)
+	// Size one buffer for a send carrying an RDMA_MAP, a zero-copy cookie
+	// and a 5-byte message this package has no method for.
+	oob := make([]byte, 0, cmsg.RDMAMapSpace+cmsg.ZeroCopyCookieSpace+cmsg.Space(5))
+
+	b := cmsg.NewBuilder(oob)
+	b.RDMAMap(cmsg.MapArgs{Vec: cmsg.IOVec{Addr: 0x7f0000400000, Bytes: 4096}})
+	b.ZeroCopyCookie(1)
+	b.Append(cmsg.LevelRDS, 99, []byte("hello"))
+	buf, _ := b.Finish()
+	fmt.Println(len(buf) == cap(oob), &buf[0] == &oob[:1][0])
+	// Output: true true
 }
 
 func ExampleMakeCookie() {
@@ -128,4 +136,30 @@ func ExampleBuilder_CongUpdate() {
 	mask, _ := m.CongUpdate()
 	fmt.Printf("CongUpdateSpace: %t, mask %#x\n", len(oob) == cmsg.CongUpdateSpace, mask)
 	// Output: CongUpdateSpace: true, mask 0x21
+}
+
+// Read the receive-path trace of a message (SO_RDS_MSG_RXPATH_LATENCY on
+// the socket), here built as the kernel would send it.
+func ExampleMessage_RxPathLatency() {
+	b := cmsg.NewBuilder(make([]byte, 0, cmsg.RxPathLatencySpace))
+	b.RxPathLatency(cmsg.RxTrace{
+		Count:   2,
+		Points:  [cmsg.MaxTracePoints]cmsg.TracePoint{cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered},
+		Latency: [cmsg.MaxTracePoints]time.Duration{35 * time.Microsecond, 2 * time.Millisecond},
+	})
+	oob, _ := b.Finish()
+
+	p := cmsg.NewParser(oob)
+	m, _ := p.Next()
+	tr, err := m.RxPathLatency()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i := range tr.Count {
+		fmt.Printf("%v: %v\n", tr.Points[i], tr.Latency[i])
+	}
+	// Output:
+	// dgram-reassemble: 35µs
+	// dgram-delivered: 2ms
 }

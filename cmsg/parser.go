@@ -9,6 +9,7 @@ package cmsg
 import (
 	"io"
 	"math"
+	"time"
 )
 
 // A Message is one control message. Data aliases the parsed buffer; it is
@@ -36,9 +37,6 @@ func NewParser(buf []byte) Parser { return Parser{buf: buf} }
 
 // Reset positions p at the start of buf and clears its error.
 func (p *Parser) Reset(buf []byte) { *p = Parser{buf: buf} }
-
-// Offset returns the byte offset of the next message.
-func (p *Parser) Offset() int { return p.off }
 
 // Next returns the next message. At the end of the buffer it returns
 // io.EOF; a malformed header returns an *Error wrapping ErrShortHeader,
@@ -68,7 +66,7 @@ func (p *Parser) Next() (Message, error) {
 		return Message{}, p.fail(ErrOverrun, level, typ, clampLen(n))
 	}
 	m := Message{Level: level, Type: typ, Data: rest[HeaderLen:n:n]}
-	p.off += min(Align(int(n)), len(rest))
+	p.off += min(align(int(n)), len(rest))
 	return m, nil
 }
 
@@ -103,7 +101,7 @@ func iovec(d []byte) IOVec {
 
 // RDMAArgs decodes RDS_CMSG_RDMA_ARGS.
 func (m Message) RDMAArgs() (RDMAArgs, error) {
-	if err := m.check(LevelRDS, TypeRDMAArgs, RDMAArgsLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMAArgs, rdmaArgsLen); err != nil {
 		return RDMAArgs{}, err
 	}
 	d := m.Data
@@ -119,7 +117,7 @@ func (m Message) RDMAArgs() (RDMAArgs, error) {
 
 // RDMADest decodes RDS_CMSG_RDMA_DEST.
 func (m Message) RDMADest() (Cookie, error) {
-	if err := m.check(LevelRDS, TypeRDMADest, RDMADestLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMADest, rdmaDestLen); err != nil {
 		return 0, err
 	}
 	return Cookie(ne.Uint64(m.Data)), nil
@@ -127,7 +125,7 @@ func (m Message) RDMADest() (Cookie, error) {
 
 // RDMAMap decodes RDS_CMSG_RDMA_MAP.
 func (m Message) RDMAMap() (MapArgs, error) {
-	if err := m.check(LevelRDS, TypeRDMAMap, RDMAMapLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMAMap, rdmaMapLen); err != nil {
 		return MapArgs{}, err
 	}
 	d := m.Data
@@ -140,7 +138,7 @@ func (m Message) RDMAMap() (MapArgs, error) {
 
 // RDMAStatus decodes RDS_CMSG_RDMA_STATUS.
 func (m Message) RDMAStatus() (Notify, error) {
-	if err := m.check(LevelRDS, TypeRDMAStatus, RDMAStatusLen); err != nil {
+	if err := m.check(LevelRDS, TypeRDMAStatus, rdmaStatusLen); err != nil {
 		return Notify{}, err
 	}
 	return Notify{
@@ -152,7 +150,7 @@ func (m Message) RDMAStatus() (Notify, error) {
 // CongUpdate decodes RDS_CMSG_CONG_UPDATE: the mask of port groups that
 // became uncongested.
 func (m Message) CongUpdate() (uint64, error) {
-	if err := m.check(LevelRDS, TypeCongUpdate, CongUpdateLen); err != nil {
+	if err := m.check(LevelRDS, TypeCongUpdate, congUpdateLen); err != nil {
 		return 0, err
 	}
 	return ne.Uint64(m.Data), nil
@@ -160,7 +158,7 @@ func (m Message) CongUpdate() (uint64, error) {
 
 // atomic decodes struct rds_atomic_args of the given type.
 func (m Message) atomic(typ int32) (c Cookie, local, remote uint64, w [4]uint64, f Flags, token uint64, err error) {
-	if err = m.check(LevelRDS, typ, AtomicLen); err != nil {
+	if err = m.check(LevelRDS, typ, atomicLen); err != nil {
 		return
 	}
 	d := m.Data
@@ -206,7 +204,7 @@ func (m Message) MaskedAtomicCSWP() (MaskedAtomicCSWP, error) {
 // RxPathLatency decodes RDS_CMSG_RXPATH_LATENCY. A count above
 // MaxTracePoints is ErrInvalid.
 func (m Message) RxPathLatency() (RxTrace, error) {
-	if err := m.check(LevelRDS, TypeRxPathLatency, RxPathLatencyLen); err != nil {
+	if err := m.check(LevelRDS, TypeRxPathLatency, rxPathLatencyLen); err != nil {
 		return RxTrace{}, err
 	}
 	d := m.Data
@@ -216,14 +214,14 @@ func (m Message) RxPathLatency() (RxTrace, error) {
 	}
 	for i := range t.Points {
 		t.Points[i] = TracePoint(d[offTracePoints+i])
-		t.Latency[i] = ne.Uint64(d[offTraceLatency+8*i:])
+		t.Latency[i] = time.Duration(ne.Uint64(d[offTraceLatency+8*i:]))
 	}
 	return t, nil
 }
 
 // ZeroCopyCookie decodes RDS_CMSG_ZCOPY_COOKIE.
 func (m Message) ZeroCopyCookie() (uint32, error) {
-	if err := m.check(LevelRDS, TypeZeroCopyCookie, ZeroCopyCookieLen); err != nil {
+	if err := m.check(LevelRDS, TypeZeroCopyCookie, zeroCopyCookieLen); err != nil {
 		return 0, err
 	}
 	return ne.Uint32(m.Data), nil
@@ -233,7 +231,7 @@ func (m Message) ZeroCopyCookie() (uint32, error) {
 // slots are copied; only the first N are meaningful. A count above
 // MaxZeroCopyCookies is ErrInvalid.
 func (m Message) ZeroCopyCompletion() (ZeroCopyCookies, error) {
-	if err := m.check(LevelRDS, TypeZeroCopyCompletion, ZeroCopyCompletionLen); err != nil {
+	if err := m.check(LevelRDS, TypeZeroCopyCompletion, zeroCopyCompletionLen); err != nil {
 		return ZeroCopyCookies{}, err
 	}
 	num := ne.Uint32(m.Data[offZcopyNum:])
@@ -247,58 +245,20 @@ func (m Message) ZeroCopyCompletion() (ZeroCopyCookies, error) {
 	return z, nil
 }
 
-// checkSocket verifies a SOL_SOCKET timestamp of either form and reports
-// whether it is the _NEW one.
-func (m Message) checkSocket(oldType, oldLen, newType, newLen int32) (wide bool, err error) {
-	switch {
-	case m.Level != LevelSocket || (m.Type != oldType && m.Type != newType):
-		return false, &Error{Err: ErrWrongType, Offset: -1, Level: m.Level, Type: m.Type, Len: len(m.Data)}
-	case m.Type == newType:
-		return true, m.checkLen(int(newLen))
-	}
-	return false, m.checkLen(int(oldLen))
-}
-
-// timespec decodes a __kernel_timespec (wide) or a timespec of two longs.
-func timespec(d []byte, wide bool) Timespec {
-	if wide {
-		return Timespec{Sec: int64(ne.Uint64(d[0:])), Nsec: int64(ne.Uint64(d[8:]))}
-	}
-	return Timespec{Sec: long(d[0:]), Nsec: long(d[Alignment:])}
-}
-
 // Timestamp decodes SCM_TIMESTAMP or SO_TIMESTAMP_NEW.
 func (m Message) Timestamp() (Timeval, error) {
-	wide, err := m.checkSocket(TypeTimestamp, oldTimevalLen, TypeTimestampNew, TimevalLen)
-	if err != nil {
+	if m.Level != LevelSocket || (m.Type != TypeTimestamp && m.Type != TypeTimestampNew) {
+		return Timeval{}, &Error{Err: ErrWrongType, Offset: -1, Level: m.Level, Type: m.Type, Len: len(m.Data)}
+	}
+	d := m.Data
+	if m.Type == TypeTimestampNew {
+		if err := m.checkLen(timevalLen); err != nil {
+			return Timeval{}, err
+		}
+		return Timeval{Sec: int64(ne.Uint64(d[0:])), Usec: int64(ne.Uint64(d[8:]))}, nil
+	}
+	if err := m.checkLen(oldTimevalLen); err != nil {
 		return Timeval{}, err
 	}
-	t := timespec(m.Data, wide) // a timeval has the layout of a timespec
-	return Timeval{Sec: t.Sec, Usec: t.Nsec}, nil
-}
-
-// TimestampNS decodes SCM_TIMESTAMPNS or SO_TIMESTAMPNS_NEW.
-func (m Message) TimestampNS() (Timespec, error) {
-	wide, err := m.checkSocket(TypeTimestampNS, oldTimespecLen, TypeTimestampNSNew, TimespecLen)
-	if err != nil {
-		return Timespec{}, err
-	}
-	return timespec(m.Data, wide), nil
-}
-
-// Timestamping decodes SCM_TIMESTAMPING or SO_TIMESTAMPING_NEW.
-func (m Message) Timestamping() (Timestamping, error) {
-	wide, err := m.checkSocket(TypeTimestamping, oldTimestampingLen, TypeTimestampingNew, TimestampingLen)
-	if err != nil {
-		return Timestamping{}, err
-	}
-	n := oldTimespecLen
-	if wide {
-		n = TimespecLen
-	}
-	return Timestamping{
-		Software:   timespec(m.Data[0:], wide),
-		Deprecated: timespec(m.Data[n:], wide),
-		Hardware:   timespec(m.Data[2*n:], wide),
-	}, nil
+	return Timeval{Sec: long(d[0:]), Usec: long(d[Alignment:])}, nil
 }

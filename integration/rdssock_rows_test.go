@@ -347,17 +347,17 @@ func checkRxPathLatency(t *testing.T, a, b *rdssock.Conn) {
 		if tr == nil {
 			t.Fatalf("message %d: no RDS_CMSG_RXPATH_LATENCY in %d control bytes", i, oobn)
 		}
-		t.Logf("message %d: %d points %v latencies %v %v %v", i, tr.Count, tr.Points, tr.Duration(0), tr.Duration(1), tr.Duration(2))
+		t.Logf("message %d: %d points %v latencies %v %v %v", i, tr.Count, tr.Points, tr.Latency[0], tr.Latency[1], tr.Latency[2])
 		if tr.Count != 3 || tr.Points != [3]cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered} {
 			t.Fatalf("trace %+v; want 3 points 0, 1, 2", *tr)
 		}
-		if d := tr.Duration(0); d <= 0 || d > time.Second {
+		if d := tr.Latency[0]; d <= 0 || d > time.Second {
 			t.Errorf("point 0 (header to reassembly start) = %v; want (0, 1s]", d)
 		}
-		if d := tr.Duration(1); d <= 0 || d > 10*time.Second {
+		if d := tr.Latency[1]; d <= 0 || d > 10*time.Second {
 			t.Errorf("point 1 (reassembly until queued) = %v; want (0, 10s]", d)
 		}
-		if d := tr.Duration(2); d < hold || d > elapsed {
+		if d := tr.Latency[2]; d < hold || d > elapsed {
 			t.Errorf("point 2 (queued until recvmsg) = %v; want between the %v hold and the %v since sending", d, hold, elapsed)
 		}
 	}

@@ -99,7 +99,8 @@ func encodeRDMA(b *cmsg.Builder, op *Op, iov *[MaxLocal]rdsabi.Iovec, iovAddr ui
 		Flags:        flags,
 		UserToken:    token,
 	})
-	return b.Err()
+	_, err = b.Finish()
+	return err
 }
 
 // AtomicKind selects an atomic operation.
@@ -175,5 +176,6 @@ func encodeAtomic(b *cmsg.Builder, a *Atomic, token uint64) error {
 	default:
 		return fmt.Errorf("%w: atomic kind %d", ErrBadOp, a.Kind)
 	}
-	return b.Err()
+	_, err := b.Finish()
+	return err
 }
