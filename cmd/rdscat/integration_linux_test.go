@@ -22,7 +22,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
 
-	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
 	"github.com/go-rds/rds/cmd/rdscat/scripttest"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdssock"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
 	"github.com/go-rds/rds/cmd/rdscat/scripttest"
 )
 
