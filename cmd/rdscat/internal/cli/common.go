@@ -259,9 +259,6 @@ var contextDeadline = context.DeadlineExceeded
 
 func isRoot() bool { return os.Geteuid() == 0 }
 
-// netErrClosed is net.ErrClosed, returned by reads on a closed socket.
-var netErrClosed = net.ErrClosed
-
 // warmUp brings the RDS connection from c's address to peer up with
 // rdssock.WarmUp (in sf's namespace, with c's transport; sf may be nil for
 // the current namespace), waiting up to wait, and reports whether it came

@@ -76,14 +76,6 @@ func pageRound(n int) int {
 	return (n + ps - 1) &^ (ps - 1)
 }
 
-// rdmaOpName is the -rdma value for a hello op.
-func rdmaOpName(op uint8) string {
-	if op == rdmaOpRead {
-		return "read"
-	}
-	return "write"
-}
-
 func putHello(b []byte, h stressHdr, op uint8, verify bool, size int) []byte {
 	b = b[:helloLen]
 	h.put(b)
