@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/go-rds/rds/rdssock"
 )
 
 func init() {
@@ -201,12 +199,69 @@ func monoNow() int64 {
 }
 
 func (o *stressOpts) run(e *env, args []string) error {
+	if err := o.check(args); err != nil {
+		return err
+	}
+	lap, dst, err := o.addresses()
+	if err != nil {
+		return err
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.procs()))
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+
+	var recv *receiver
+	if o.listen != "" {
+		if recv, err = o.newReceiver(e, lap); err != nil {
+			return err
+		}
+		defer recv.c.Close()
+	}
+	var snd *sender
+	if o.to != "" {
+		if snd, err = o.newSender(dst); err != nil {
+			return err
+		}
+		defer snd.close()
+	}
+	rep, sendErr, recvErr := o.runEnds(ctx, cancel, e, snd, recv)
+	if err := o.writeSummary(e, rep); err != nil {
+		return err
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	if recvErr != nil {
+		return recvErr
+	}
+	return rep.failure()
+}
+
+// check validates the flags that need no socket.
+func (o *stressOpts) check(args []string) error {
 	if len(args) > 0 {
 		return usagef("stress takes flags only, got %q", args[0])
 	}
 	if o.listen == "" && o.to == "" {
 		return usagef("give -listen ADDR:PORT (receiver), -to ADDR:PORT (sender), or both")
 	}
+	if err := o.checkLimits(); err != nil {
+		return err
+	}
+	if err := o.checkRDMA(); err != nil {
+		return err
+	}
+	if err := checkMessageSize("-size", int(o.size)); err != nil {
+		return err
+	}
+	return checkMessageSize("-ack-size", int(o.ackSize))
+}
+
+// checkLimits checks the mode, the counts and sizes, and the flags that
+// belong to one role.
+func (o *stressOpts) checkLimits() error {
 	switch {
 	case o.mode != "rr" && o.mode != "oneway":
 		return usagef("bad -mode %q: want rr or oneway", o.mode)
@@ -223,120 +278,68 @@ func (o *stressOpts) run(e *env, args []string) error {
 	case o.listenNetns != "" && (o.listen == "" || o.to == ""):
 		return usagef("-listen-netns is for running both ends in one process (-listen and -to)")
 	}
-	if err := o.checkRDMA(); err != nil {
-		return err
-	}
-	if err := checkMessageSize("-size", int(o.size)); err != nil {
-		return err
-	}
-	if err := checkMessageSize("-ack-size", int(o.ackSize)); err != nil {
-		return err
-	}
-	var lap, dst netip.AddrPort
-	var err error
+	return nil
+}
+
+// addresses parses -listen and -to; an address not given stays invalid.
+func (o *stressOpts) addresses() (lap, dst netip.AddrPort, err error) {
 	if o.listen != "" {
 		if lap, err = parseAddrPort("-listen address", o.listen); err != nil {
-			return err
+			return lap, dst, err
 		}
 	}
 	if o.to != "" {
 		if dst, err = parseAddrPort("-to address", o.to); err != nil {
-			return err
+			return lap, dst, err
 		}
 	}
 	if o.rdma != "" {
 		for _, a := range []netip.AddrPort{lap, dst} {
 			if a.IsValid() && a.Addr().Unmap().IsLoopback() {
-				return usagef("-rdma needs an IB address (RDS_TRANS_IB) on an RDMA device: %v is loopback, which RDS carries over its loop transport", a.Addr())
+				return lap, dst, usagef("-rdma needs an IB address (RDS_TRANS_IB) on an RDMA device: %v is loopback, which RDS carries over its loop transport", a.Addr())
 			}
 		}
 	}
+	return lap, dst, nil
+}
 
-	if os.Getenv("GOMAXPROCS") == "" {
-		// One goroutine per task, and one for the receiver, do the work;
-		// more Ps than that only make the scheduler wake idle threads to
-		// look for work each time a task's message arrives.
-		busy := 0
-		if o.to != "" {
-			busy += o.tasks
-		}
-		if o.listen != "" {
-			busy++
-		}
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(min(busy, runtime.NumCPU())))
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	defer cancel()
-	live := !o.quiet && !o.json && isTerminal(e.stdout)
-	rep := &stressReport{}
-
-	var recv *receiver
-	if o.listen != "" {
-		sf := o.sock
-		if o.listenNetns != "" {
-			sf.netns = o.listenNetns
-		}
-		big := max(int(o.size), int(o.ackSize))
-		c, err := sf.listen(lap, func(cfg *rdssock.Config) {
-			if cfg.SendBuffer == 0 {
-				cfg.SendBuffer = bufferFor(big)
-			}
-			if cfg.ReceiveBuffer == 0 {
-				cfg.ReceiveBuffer = max(4*big, 1<<20)
-			}
-			cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
-		})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		if o.rdma != "" {
-			if tr, err := c.Transport(); err != nil || tr != rdssock.TransportIB {
-				return rdmaTransportError(c.LocalAddrPort(), tr)
-			}
-		}
-		if o.ready != "" {
-			if err := writeFileAtomic(o.ready, c.LocalAddrPort().String()+"\n"); err != nil {
-				return err
-			}
-		}
-		recv = &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
-			rdmaMaxMem: int64(o.rdmaMaxMem), rdmaIdle: o.rdmaIdle, log: e.stderr, standalone: o.to == ""}
-		if o.to == "" {
-			tr, _ := c.Transport()
-			if !o.json {
-				fmt.Fprintf(e.stdout, "stress receiver on %v (transport %v)\n", c.LocalAddrPort(), tr)
-			}
-		}
-	}
-	var snd *sender
+// procs is GOMAXPROCS for the run unless the environment sets it: one
+// goroutine per task, and one for the receiver, do the work; more Ps than
+// that only make the scheduler wake idle threads to look for work each
+// time a task's message arrives.
+func (o *stressOpts) procs() int {
+	busy := 0
 	if o.to != "" {
-		snd, err = o.newSender(dst)
-		if err != nil {
-			return err
-		}
-		defer snd.close()
+		busy += o.tasks
 	}
+	if o.listen != "" {
+		busy++
+	}
+	return min(busy, runtime.NumCPU())
+}
 
+// runEnds runs the receiver (in its own goroutine) and the sender (in
+// this one, with one goroutine per task) until both are done, with the
+// live line on a terminal, and returns their report and errors.
+func (o *stressOpts) runEnds(ctx context.Context, cancel context.CancelFunc, e *env, snd *sender, recv *receiver) (rep *stressReport, sendErr, recvErr error) {
+	rep = &stressReport{}
 	var wg sync.WaitGroup
-	recvErr := make(chan error, 1)
+	recvDone := make(chan error, 1)
 	if recv != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			recvErr <- recv.serve(ctx, e, o.receiverDuration())
+			recvDone <- recv.serve(ctx, e, o.receiverDuration())
 		}()
 	}
 	stopLive := make(chan struct{})
-	if live {
+	if !o.quiet && !o.json && isTerminal(e.stdout) {
 		go liveLines(e.stdout, snd, recv, stopLive)
 	}
-	var sendErr error
 	if snd != nil {
 		sendErr = snd.run(ctx, e)
 		rep.Sender = snd.report()
 	}
-	var rerr error
 	if recv != nil {
 		if snd != nil {
 			// Both ends here: the sender is done and has its count, so
@@ -344,40 +347,23 @@ func (o *stressOpts) run(e *env, args []string) error {
 			recv.waitFinished(o.timeout)
 			cancel()
 		}
-		rerr = <-recvErr
+		recvErr = <-recvDone
 		rep.Receiver = recv.report()
 	}
 	close(stopLive)
 	wg.Wait()
+	return rep, sendErr, recvErr
+}
 
-	if o.json {
-		enc := json.NewEncoder(e.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
+// writeSummary writes the summary: JSON with -json, else the text report.
+func (o *stressOpts) writeSummary(e *env, rep *stressReport) error {
+	if !o.json {
 		printStress(e.stdout, rep)
+		return nil
 	}
-	if sendErr != nil {
-		return sendErr
-	}
-	if rerr != nil {
-		return rerr
-	}
-	if rep.Sender != nil && !rep.Sender.CountsMatch {
-		if rep.Sender.RDMA != nil {
-			return fmt.Errorf("the receiver counted %d RDMA operations but %d completed", rep.Sender.ReceiverCounted, rep.Sender.Acked)
-		}
-		return fmt.Errorf("the receiver counted %d messages but %d were sent", rep.Sender.ReceiverCounted, rep.Sender.Sent)
-	}
-	if s := rep.Sender; s != nil && s.RDMA != nil && (s.RDMA.VerifyErrors > 0 || s.RDMA.ReceiverVerifyErrors > 0) {
-		return fmt.Errorf("data verification failed: %d READs and %d WRITEs held the wrong bytes", s.RDMA.VerifyErrors, s.RDMA.ReceiverVerifyErrors)
-	}
-	if r := rep.Receiver; r != nil && r.RDMA != nil && r.RDMA.VerifyErrors > 0 {
-		return fmt.Errorf("data verification failed: %d RDMA WRITEs landed with the wrong bytes", r.RDMA.VerifyErrors)
-	}
-	return nil
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
 }
 
 // receiverDuration is how long the receiver runs by itself: 0 (until

@@ -70,6 +70,56 @@ type receiver struct {
 	doneOnce   sync.Once
 }
 
+// newReceiver binds the receiver's socket on lap (in -listen-netns if
+// given), writes the -ready file, and says where it listens when it runs
+// alone.
+func (o *stressOpts) newReceiver(e *env, lap netip.AddrPort) (*receiver, error) {
+	sf := o.sock
+	if o.listenNetns != "" {
+		sf.netns = o.listenNetns
+	}
+	big := max(int(o.size), int(o.ackSize))
+	c, err := sf.listen(lap, func(cfg *rdssock.Config) {
+		if cfg.SendBuffer == 0 {
+			cfg.SendBuffer = bufferFor(big)
+		}
+		if cfg.ReceiveBuffer == 0 {
+			cfg.ReceiveBuffer = max(4*big, 1<<20)
+		}
+		cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := o.receiverReady(c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	r := &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
+		rdmaMaxMem: int64(o.rdmaMaxMem), rdmaIdle: o.rdmaIdle, log: e.stderr, standalone: o.to == ""}
+	if o.to == "" {
+		tr, _ := c.Transport()
+		if !o.json {
+			fmt.Fprintf(e.stdout, "stress receiver on %v (transport %v)\n", c.LocalAddrPort(), tr)
+		}
+	}
+	return r, nil
+}
+
+// receiverReady checks that an RDMA receiver's socket runs over IB, and
+// writes the bound address to the -ready file.
+func (o *stressOpts) receiverReady(c *rdssock.Conn) error {
+	if o.rdma != "" {
+		if tr, err := c.Transport(); err != nil || tr != rdssock.TransportIB {
+			return rdmaTransportError(c.LocalAddrPort(), tr)
+		}
+	}
+	if o.ready != "" {
+		return writeFileAtomic(o.ready, c.LocalAddrPort().String()+"\n")
+	}
+	return nil
+}
+
 // serve receives until ctx is done, -once is satisfied, or duration (when
 // positive) has passed.
 func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) error {

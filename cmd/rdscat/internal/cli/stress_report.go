@@ -77,6 +77,24 @@ type receiverReport struct {
 	RDMA          *rdmaReceiverReport `json:"rdma,omitempty"`
 }
 
+// failure is the error for a run whose report shows lost messages or
+// wrong data, else nil.
+func (rep *stressReport) failure() error {
+	if rep.Sender != nil && !rep.Sender.CountsMatch {
+		if rep.Sender.RDMA != nil {
+			return fmt.Errorf("the receiver counted %d RDMA operations but %d completed", rep.Sender.ReceiverCounted, rep.Sender.Acked)
+		}
+		return fmt.Errorf("the receiver counted %d messages but %d were sent", rep.Sender.ReceiverCounted, rep.Sender.Sent)
+	}
+	if s := rep.Sender; s != nil && s.RDMA != nil && (s.RDMA.VerifyErrors > 0 || s.RDMA.ReceiverVerifyErrors > 0) {
+		return fmt.Errorf("data verification failed: %d READs and %d WRITEs held the wrong bytes", s.RDMA.VerifyErrors, s.RDMA.ReceiverVerifyErrors)
+	}
+	if r := rep.Receiver; r != nil && r.RDMA != nil && r.RDMA.VerifyErrors > 0 {
+		return fmt.Errorf("data verification failed: %d RDMA WRITEs landed with the wrong bytes", r.RDMA.VerifyErrors)
+	}
+	return nil
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
