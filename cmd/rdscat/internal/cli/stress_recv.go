@@ -123,26 +123,10 @@ func (o *stressOpts) receiverReady(c *rdssock.Conn) error {
 // serve receives until ctx is done, -once is satisfied, or duration (when
 // positive) has passed.
 func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) error {
-	r.mu.Lock()
-	if r.allDone == nil {
-		r.allDone = make(chan struct{})
-	}
-	r.mu.Unlock()
-	if duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, duration)
-		defer cancel()
-	}
+	ctx, end := r.begin(ctx, duration)
+	defer end()
 	buf := make([]byte, maxMessage+1)
 	ack := make([]byte, maxMessage)
-	sweepDone := r.startIdleSweep(ctx)
-	defer func() {
-		sweepDone()
-		r.mu.Lock()
-		r.end = time.Now()
-		r.mu.Unlock()
-		r.closeRDMA(nil)
-	}()
 	for {
 		n, _, _, from, err := r.c.ReadMsgContext(ctx, buf, nil)
 		if err != nil {
@@ -150,9 +134,7 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) er
 				return nil
 			}
 			if errors.Is(err, rdssock.ErrTruncated) {
-				r.mu.Lock()
-				r.foreign++
-				r.mu.Unlock()
+				r.addForeign()
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -162,120 +144,185 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) er
 		}
 		var h stressHdr
 		if !h.parse(buf[:n]) {
-			r.mu.Lock()
-			r.foreign++
-			r.mu.Unlock()
+			r.addForeign()
 			continue
 		}
-		key := streamKey{h.run, h.task, from}
-		switch h.typ {
-		case typeRDMAHello:
-			if err := r.rdmaHello(ctx, e, h, buf[:n], from); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("RDMA hello from %v: %w", from, err)
-			}
-		case typeRDMAImm:
-			known, err := r.rdmaImm(e, h, from)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("RDMA credit to %v: %w", from, err)
-			}
-			if !known {
-				r.mu.Lock()
-				r.foreign++
-				r.mu.Unlock()
-				continue
-			}
-			r.mu.Lock()
-			s := r.streams[key]
-			if s == nil {
-				s = &recvStream{}
-				r.streams[key] = s
-			}
-			if h.seq != s.next {
-				s.seqErrors++
-			}
-			s.next = h.seq + 1
-			s.count++
-			size := r.rdma[key].size
-			r.mu.Unlock()
-			r.msgs.Add(1)
-			r.bytes.Add(uint64(size))
-		case typeData, typeReq:
-			r.mu.Lock()
-			s := r.streams[key]
-			if s == nil {
-				s = &recvStream{}
-				r.streams[key] = s
-			}
-			if h.seq != s.next {
-				s.seqErrors++
-			}
-			s.next = h.seq + 1
-			s.count++
-			r.mu.Unlock()
-			r.msgs.Add(1)
-			r.bytes.Add(uint64(n))
-			if h.typ == typeReq {
-				size := min(max(int(h.aux), stressHeader), maxMessage)
-				a := stressHdr{typ: typeAck, task: h.task, run: h.run, seq: h.seq, ts: h.ts}
-				a.put(ack)
-				if err := sendRetry(e, r.c, ack[:size], from, 10*time.Second); err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return fmt.Errorf("ack to %v: %w", from, err)
-				}
-				r.acks.Add(1)
-			}
-		case typeFin:
-			r.mu.Lock()
-			s := r.streams[key]
-			if s == nil {
-				s = &recvStream{}
-				r.streams[key] = s
-			}
-			var counted, errs uint64 = s.count, s.seqErrors
-			first := !s.finished
-			s.finished = true
-			run := r.runs[h.run]
-			if run == nil {
-				run = &recvRun{}
-				r.runs[h.run] = run
-			}
-			if first {
-				run.tasks = int(h.aux)
-				run.finished++
-				r.finished++
-				r.seqErrs += s.seqErrors
-			}
-			runDone := run.finished >= run.tasks
-			var badData int64
-			if st := r.rdma[key]; st != nil {
-				badData = int64(st.badData)
-			}
-			r.mu.Unlock()
-			a := stressHdr{typ: typeFinAck, task: h.task, run: h.run, seq: counted, aux: uint32(min(errs, 1<<32-1)), ts: badData}
-			a.put(ack)
-			if err := sendRetry(e, r.c, ack[:stressHeader], from, 10*time.Second); err != nil {
-				return fmt.Errorf("count to %v: %w", from, err)
-			}
-			r.closeRDMA(&key) // the sender's operations are all complete
-			if runDone && r.once {
-				r.doneOnce.Do(func() { close(r.allDone) })
-				// The fin acks must reach the senders before the socket
-				// closes.
-				if err := drain(e, r.c, 10*time.Second); err != nil {
-					return err
-				}
-				return nil
-			}
+		if stop, err := r.handle(ctx, e, h, buf[:n], from, ack); stop {
+			return err
 		}
 	}
+}
+
+// begin prepares serve: the channel waitFinished waits on, the -duration
+// deadline and the idle sweep. end, deferred, stops the sweep, notes the
+// end time and frees the RDMA buffers.
+func (r *receiver) begin(ctx context.Context, duration time.Duration) (_ context.Context, end func()) {
+	r.mu.Lock()
+	if r.allDone == nil {
+		r.allDone = make(chan struct{})
+	}
+	r.mu.Unlock()
+	cancel := context.CancelFunc(func() {})
+	if duration > 0 {
+		ctx, cancel = context.WithTimeout(ctx, duration)
+	}
+	sweepDone := r.startIdleSweep(ctx)
+	return ctx, func() {
+		sweepDone()
+		r.mu.Lock()
+		r.end = time.Now()
+		r.mu.Unlock()
+		r.closeRDMA(nil)
+		cancel()
+	}
+}
+
+// handle takes one stress message, msg with header h, from from. stop
+// says that serve is done, returning err.
+func (r *receiver) handle(ctx context.Context, e *env, h stressHdr, msg []byte, from netip.AddrPort, ack []byte) (stop bool, err error) {
+	key := streamKey{h.run, h.task, from}
+	switch h.typ {
+	case typeRDMAHello:
+		if err := r.rdmaHello(ctx, e, h, msg, from); err != nil {
+			return true, unlessDone(ctx, fmt.Errorf("RDMA hello from %v: %w", from, err))
+		}
+	case typeRDMAImm:
+		if err := r.countImm(e, h, key, from); err != nil {
+			return true, unlessDone(ctx, fmt.Errorf("RDMA credit to %v: %w", from, err))
+		}
+	case typeData, typeReq:
+		r.count(key, h.seq, uint64(len(msg)))
+		if h.typ == typeReq {
+			if err := r.answer(e, h, from, ack); err != nil {
+				return true, unlessDone(ctx, fmt.Errorf("ack to %v: %w", from, err))
+			}
+		}
+	case typeFin:
+		return r.fin(e, h, key, from, ack)
+	}
+	return false, nil
+}
+
+// unlessDone is err, or nil once ctx is done: serve was stopped.
+func unlessDone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// addForeign counts a message that is not part of a stress run.
+func (r *receiver) addForeign() {
+	r.mu.Lock()
+	r.foreign++
+	r.mu.Unlock()
+}
+
+// stream returns the stream of key, new if it has none; r.mu is held.
+func (r *receiver) stream(key streamKey) *recvStream {
+	s := r.streams[key]
+	if s == nil {
+		s = &recvStream{}
+		r.streams[key] = s
+	}
+	return s
+}
+
+// record counts message seq, and a sequence error unless it is the next.
+func (s *recvStream) record(seq uint64) {
+	if seq != s.next {
+		s.seqErrors++
+	}
+	s.next = seq + 1
+	s.count++
+}
+
+// count records message seq of n bytes on stream key.
+func (r *receiver) count(key streamKey, seq, n uint64) {
+	r.mu.Lock()
+	r.stream(key).record(seq)
+	r.mu.Unlock()
+	r.msgs.Add(1)
+	r.bytes.Add(n)
+}
+
+// countImm takes the immediate data of an RDMA operation (rdmaImm) and
+// counts the operation on stream key with its transfer size; immediate
+// data for no registered buffer is foreign.
+func (r *receiver) countImm(e *env, h stressHdr, key streamKey, from netip.AddrPort) error {
+	known, err := r.rdmaImm(e, h, from)
+	if err != nil {
+		return err
+	}
+	if !known {
+		r.addForeign()
+		return nil
+	}
+	r.mu.Lock()
+	r.stream(key).record(h.seq)
+	size := r.rdma[key].size
+	r.mu.Unlock()
+	r.msgs.Add(1)
+	r.bytes.Add(uint64(size))
+	return nil
+}
+
+// answer sends the ack of request h to from, of the size h asks for.
+func (r *receiver) answer(e *env, h stressHdr, from netip.AddrPort, ack []byte) error {
+	size := min(max(int(h.aux), stressHeader), maxMessage)
+	a := stressHdr{typ: typeAck, task: h.task, run: h.run, seq: h.seq, ts: h.ts}
+	a.put(ack)
+	if err := sendRetry(e, r.c, ack[:size], from, 10*time.Second); err != nil {
+		return err
+	}
+	r.acks.Add(1)
+	return nil
+}
+
+// fin answers a sender task's fin h with the count of its stream key, its
+// sequence errors and (RDMA) the WRITEs that landed wrong, and frees the
+// stream's RDMA buffers. With -once, serve stops after the run's last fin.
+func (r *receiver) fin(e *env, h stressHdr, key streamKey, from netip.AddrPort, ack []byte) (stop bool, err error) {
+	counted, seqErrs, badData, runDone := r.finStream(h, key)
+	a := stressHdr{typ: typeFinAck, task: h.task, run: h.run, seq: counted, aux: uint32(min(seqErrs, 1<<32-1)), ts: badData}
+	a.put(ack)
+	if err := sendRetry(e, r.c, ack[:stressHeader], from, 10*time.Second); err != nil {
+		return true, fmt.Errorf("count to %v: %w", from, err)
+	}
+	r.closeRDMA(&key) // the sender's operations are all complete
+	if !runDone || !r.once {
+		return false, nil
+	}
+	r.doneOnce.Do(func() { close(r.allDone) })
+	// The fin acks must reach the senders before the socket closes.
+	return true, drain(e, r.c, 10*time.Second)
+}
+
+// finStream marks stream key finished (its first fin counts for the run)
+// and returns its count, its sequence errors, its RDMA verify errors, and
+// whether all of the run's tasks have finished.
+func (r *receiver) finStream(h stressHdr, key streamKey) (counted, seqErrs uint64, badData int64, runDone bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stream(key)
+	counted, seqErrs = s.count, s.seqErrors
+	first := !s.finished
+	s.finished = true
+	run := r.runs[h.run]
+	if run == nil {
+		run = &recvRun{}
+		r.runs[h.run] = run
+	}
+	if first {
+		run.tasks = int(h.aux)
+		run.finished++
+		r.finished++
+		r.seqErrs += s.seqErrors
+	}
+	if st := r.rdma[key]; st != nil {
+		badData = int64(st.badData)
+	}
+	return counted, seqErrs, badData, run.finished >= run.tasks
 }
 
 // waitFinished waits until the first run has finished or d has passed.
