@@ -126,25 +126,46 @@ func (s *sender) run(ctx context.Context, e *env) error {
 // so no message is handed between goroutines.
 func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o := s.o
-	rr := o.mode == "rr"
 	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
+	unanswered, err := s.sendAll(sendCtx, t)
+	s.markEnd()
+	if err != nil && sendCtx.Err() != nil && ctx.Err() == nil {
+		err = nil // the duration ended while waiting
+	}
+	if err != nil {
+		s.errs.Add(1)
+		return fmt.Errorf("task %d: %w", t.id, err)
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted
+	}
+	buf := make([]byte, maxMessage+1)
+	if err := s.awaitAnswers(ctx, t, buf, unanswered); err != nil {
+		return err
+	}
+	return s.finish(ctx, e, t, t.sent, func(ctx context.Context) (stressHdr, error) {
+		return s.readTask(ctx, t, buf, typeFinAck)
+	})
+}
+
+// sendAll sends task t's messages until -count is reached or sendCtx is
+// done; in rr mode it reads answers whenever -depth requests are
+// unanswered. It returns how many still are.
+func (s *sender) sendAll(sendCtx context.Context, t *senderTask) (unanswered int, err error) {
+	o := s.o
+	rr := o.mode == "rr"
 	msg := make([]byte, o.size)
 	for i := range msg[stressHeader:] {
 		msg[stressHeader+i] = byte(i)
 	}
-	buf := make([]byte, maxMessage+1)
 	typ := uint8(typeData)
-	if rr {
-		typ = typeReq
-	}
 	var answers []rdssock.Message
 	if rr {
+		typ = typeReq
 		answers = newAnswerBatch(min(o.depth, 16))
 	}
-	unanswered := 0
-	var err error
 	for o.count == 0 || t.sent < uint64(o.count) {
 		if rr && unanswered == o.depth {
 			var got int
@@ -170,31 +191,22 @@ func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) er
 			s.inflight.Add(1)
 		}
 	}
-	s.markEnd()
-	if err != nil && sendCtx.Err() != nil && ctx.Err() == nil {
-		err = nil // the duration ended while waiting
-	}
-	if err != nil {
-		s.errs.Add(1)
-		return fmt.Errorf("task %d: %w", t.id, err)
-	}
-	if ctx.Err() != nil {
-		return nil // interrupted
-	}
-	// Wait for the answers still due, then exchange counts.
-	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	return unanswered, err
+}
+
+// awaitAnswers waits up to -timeout for the unanswered requests' answers.
+func (s *sender) awaitAnswers(ctx context.Context, t *senderTask, buf []byte, unanswered int) error {
+	wctx, cancel := context.WithTimeout(ctx, s.o.timeout)
 	defer cancel()
 	for ; unanswered > 0; unanswered-- {
 		if _, err := s.readTask(wctx, t, buf, typeAck); err != nil {
 			if wctx.Err() != nil && ctx.Err() == nil {
-				return timeoutf("task %d: %d requests unanswered after %v", t.id, unanswered, o.timeout)
+				return timeoutf("task %d: %d requests unanswered after %v", t.id, unanswered, s.o.timeout)
 			}
 			return fmt.Errorf("task %d: waiting for answers: %w", t.id, err)
 		}
 	}
-	return s.finish(ctx, e, t, t.sent, func(ctx context.Context) (stressHdr, error) {
-		return s.readTask(ctx, t, buf, typeFinAck)
-	})
+	return nil
 }
 
 // finish tells the receiver that task t is done after sent messages, and
