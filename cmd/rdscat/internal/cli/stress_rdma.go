@@ -947,6 +947,12 @@ func (o *stressOpts) checkRDMA() error {
 		}
 		return nil
 	}
+	return o.checkRDMAMode(set)
+}
+
+// checkRDMAMode validates -rdma and the flags it cannot go with; set holds
+// the flags given.
+func (o *stressOpts) checkRDMAMode(set map[string]bool) error {
 	stride := pageRound(max(int(o.rdmaSize), 1))
 	switch {
 	case o.rdma != "write" && o.rdma != "read":
