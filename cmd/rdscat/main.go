@@ -16,7 +16,7 @@ package main
 import (
 	"os"
 
-	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
 	"github.com/go-rds/rds/cmd/rdscat/scripttest"
 )
 
@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs testdata/script/*.txtar: help, flags and every bad input
 // rdscat can reject on a host without AF_RDS. The kernel-backed behaviour is
-// tested in integration/rdscat_test.go.
+// tested in integration_linux_test.go (go test -tags integration in the VM).
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:  "testdata/script",

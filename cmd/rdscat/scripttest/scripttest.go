@@ -3,7 +3,7 @@
 // Package scripttest supports rdscat's script tests
 // (github.com/rogpeppe/go-internal/testscript): the custom script commands
 // shared by the host tests in cmd/rdscat and the real-kernel tests in
-// integration/rdscat_test.go, and the real-kernel scripts themselves, which
+// cmd/rdscat/integration_linux_test.go, and the real-kernel scripts themselves, which
 // are embedded because the kernel tests run inside a VM that has only the
 // test binary.
 package scripttest
@@ -137,7 +137,7 @@ func genfile(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // KernelScripts are the real-kernel scripts (kernel/*.txtar). They expect
-// the rdsvm VM topology; see integration/rdscat_test.go for the variables
+// the rdsvm VM topology; see cmd/rdscat/integration_linux_test.go for the variables
 // they use.
 //
 //go:embed kernel/*.txtar

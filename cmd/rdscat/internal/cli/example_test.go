@@ -7,7 +7,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
 )
 
 // Main runs one rdscat command line; a bad address is a usage error (2)

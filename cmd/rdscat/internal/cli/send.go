@@ -89,51 +89,13 @@ func (o *sendOpts) register(fs *flag.FlagSet) {
 }
 
 func (o *sendOpts) run(e *env, args []string) error {
-	if len(args) < 1 {
-		return usagef("want DEST:PORT (and optionally messages), got nothing")
-	}
-	dst, err := parseAddrPort("destination", args[0])
+	dst, msgs, err := o.check(args)
 	if err != nil {
 		return err
 	}
-	msgs := args[1:]
-	switch {
-	case o.count < 0:
-		return usagef("-count must not be negative")
-	case o.tos > 255:
-		return usagef("-tos %d is out of range 0-255", o.tos)
-	case o.chunk > 0 && o.fill > 0:
-		return usagef("-chunk and -fill exclude each other")
-	case len(msgs) > 0 && (o.chunk > 0 || o.fill > 0):
-		return usagef("MESSAGE arguments exclude -chunk and -fill")
-	case o.timeout <= 0 || o.linger <= 0:
-		return usagef("-timeout and -linger must be positive")
-	}
-	if err := checkMessageSize("-chunk", int(o.chunk)); err != nil {
+	src, err := o.bindAddr(dst)
+	if err != nil {
 		return err
-	}
-	if err := checkMessageSize("-fill", int(o.fill)); err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		if err := checkMessageSize("message", len(m)); err != nil {
-			return err
-		}
-	}
-	var src netip.AddrPort
-	if o.from != "" {
-		if src, err = parseAddrOptPort("-from address", o.from); err != nil {
-			return err
-		}
-	} else {
-		a, err := o.sock.sourceFor(dst.Addr())
-		if err != nil {
-			return err
-		}
-		src = netip.AddrPortFrom(a, 0)
-	}
-	if src.Addr().Is4() != dst.Addr().Is4() {
-		return usagef("source %v and destination %v are not the same IP version", src.Addr(), dst.Addr())
 	}
 	biggest := max(int(o.chunk), int(o.fill))
 	for _, m := range msgs {
@@ -150,46 +112,19 @@ func (o *sendOpts) run(e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
-	if o.verbose {
-		tr, _ := c.Transport()
-		fmt.Fprintf(e.stderr, "rdscat: sending from %v to %v (transport %v)\n", c.LocalAddrPort(), dst, tr)
-	}
-
-	if ok, err := warmUp(e, &o.sock, c, dst.Addr(), o.warmup); err != nil {
-		return fmt.Errorf("warm-up ping of %v: %w", dst.Addr(), err)
-	} else if !ok && o.warmup > 0 {
-		fmt.Fprintf(e.stderr, "rdscat: warning: no RDS ping reply from %v within %v; sending anyway (is net.rds.ping_enable 0 there?)\n", dst.Addr(), o.warmup)
+	if err := o.prepare(e, c, dst); err != nil {
+		return err
 	}
 
 	var before map[string]uint64
 	if o.verbose {
 		before = recvCounters(c)
 	}
-	next := o.source(e, msgs)
 	out := bufio.NewWriter(e.stdout)
 	defer out.Flush()
-	rbuf := []byte(nil)
-	if o.reply {
-		rbuf = make([]byte, maxMessage+1)
-	}
-	sent := 0
-	for o.count == 0 || sent < o.count {
-		m, err := next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if err := sendRetry(e, c, m, dst, o.timeout); err != nil {
-			return fmt.Errorf("message %d (%d bytes) to %v: %w", sent+1, len(m), dst, err)
-		}
-		sent++
-		if o.reply {
-			if err := o.awaitReply(e, c, rbuf, dst, out); err != nil {
-				return err
-			}
-		}
+	sent, err := o.sendAll(e, c, dst, o.source(e, msgs), out)
+	if err != nil {
+		return err
 	}
 	if err := drain(e, c, o.linger); err != nil {
 		return err
@@ -198,6 +133,106 @@ func (o *sendOpts) run(e *env, args []string) error {
 		o.report(e, c, dst, sent, before)
 	}
 	return nil
+}
+
+// check checks the flags and arguments and returns the destination and
+// the MESSAGE arguments.
+func (o *sendOpts) check(args []string) (dst netip.AddrPort, msgs []string, err error) {
+	if len(args) < 1 {
+		return dst, nil, usagef("want DEST:PORT (and optionally messages), got nothing")
+	}
+	if dst, err = parseAddrPort("destination", args[0]); err != nil {
+		return dst, nil, err
+	}
+	msgs = args[1:]
+	switch {
+	case o.count < 0:
+		return dst, nil, usagef("-count must not be negative")
+	case o.tos > 255:
+		return dst, nil, usagef("-tos %d is out of range 0-255", o.tos)
+	case o.chunk > 0 && o.fill > 0:
+		return dst, nil, usagef("-chunk and -fill exclude each other")
+	case len(msgs) > 0 && (o.chunk > 0 || o.fill > 0):
+		return dst, nil, usagef("MESSAGE arguments exclude -chunk and -fill")
+	case o.timeout <= 0 || o.linger <= 0:
+		return dst, nil, usagef("-timeout and -linger must be positive")
+	}
+	if err := checkMessageSize("-chunk", int(o.chunk)); err != nil {
+		return dst, nil, err
+	}
+	if err := checkMessageSize("-fill", int(o.fill)); err != nil {
+		return dst, nil, err
+	}
+	for _, m := range msgs {
+		if err := checkMessageSize("message", len(m)); err != nil {
+			return dst, nil, err
+		}
+	}
+	return dst, msgs, nil
+}
+
+// bindAddr is the address to bind: -from, else the route's source address
+// to dst with any port.
+func (o *sendOpts) bindAddr(dst netip.AddrPort) (netip.AddrPort, error) {
+	var src netip.AddrPort
+	if o.from != "" {
+		var err error
+		if src, err = parseAddrOptPort("-from address", o.from); err != nil {
+			return src, err
+		}
+	} else {
+		a, err := o.sock.sourceFor(dst.Addr())
+		if err != nil {
+			return src, err
+		}
+		src = netip.AddrPortFrom(a, 0)
+	}
+	if src.Addr().Is4() != dst.Addr().Is4() {
+		return src, usagef("source %v and destination %v are not the same IP version", src.Addr(), dst.Addr())
+	}
+	return src, nil
+}
+
+// prepare says where c sends from (-v) and RDS-pings dst first (-warmup).
+func (o *sendOpts) prepare(e *env, c *rdssock.Conn, dst netip.AddrPort) error {
+	if o.verbose {
+		tr, _ := c.Transport()
+		fmt.Fprintf(e.stderr, "rdscat: sending from %v to %v (transport %v)\n", c.LocalAddrPort(), dst, tr)
+	}
+	if ok, err := warmUp(e, &o.sock, c, dst.Addr(), o.warmup); err != nil {
+		return fmt.Errorf("warm-up ping of %v: %w", dst.Addr(), err)
+	} else if !ok && o.warmup > 0 {
+		fmt.Fprintf(e.stderr, "rdscat: warning: no RDS ping reply from %v within %v; sending anyway (is net.rds.ping_enable 0 there?)\n", dst.Addr(), o.warmup)
+	}
+	return nil
+}
+
+// sendAll sends the messages next returns, at most -count, each followed
+// by its reply with -reply, and returns how many it sent.
+func (o *sendOpts) sendAll(e *env, c *rdssock.Conn, dst netip.AddrPort, next func() ([]byte, error), out *bufio.Writer) (sent int, err error) {
+	rbuf := []byte(nil)
+	if o.reply {
+		rbuf = make([]byte, maxMessage+1)
+	}
+	for o.count == 0 || sent < o.count {
+		m, err := next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return sent, err
+		}
+		if err := sendRetry(e, c, m, dst, o.timeout); err != nil {
+			return sent, fmt.Errorf("message %d (%d bytes) to %v: %w", sent+1, len(m), dst, err)
+		}
+		sent++
+		if o.reply {
+			if err := o.awaitReply(e, c, rbuf, dst, out); err != nil {
+				return sent, err
+			}
+		}
+	}
+	return sent, nil
 }
 
 // The receive counters that tell delivery from drop, in RDS_INFO_COUNTERS.

@@ -94,6 +94,23 @@ func (s *sockFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&s.busyPoll, "busy-poll", 0, "retry an empty receive for up to `DURATION` before waiting: lower latency, more CPU (0: wait at once)")
 }
 
+// check reports a bad -busy-poll or -transport as a usage error, and
+// returns the transport asked for (TransportAuto for auto).
+func (s *sockFlags) check() (rdssock.Transport, error) {
+	var t rdssock.Transport
+	if s.busyPoll < 0 {
+		return t, usagef("-busy-poll must not be negative (0 waits at once)")
+	}
+	if s.transport != "" && s.transport != "auto" {
+		var err error
+		t, err = rdssock.ParseTransport(s.transport)
+		if err != nil || (t != rdssock.TransportTCP && t != rdssock.TransportIB) {
+			return t, usagef("bad -transport %q: want auto, tcp or ib", s.transport)
+		}
+	}
+	return t, nil
+}
+
 // config builds a rdssock.Config. The returned namespace (nil for the
 // current one) must be closed by the caller after the socket is made.
 func (s *sockFlags) config() (*rdssock.Config, *netlinkcfg.Namespace, error) {
@@ -101,16 +118,11 @@ func (s *sockFlags) config() (*rdssock.Config, *netlinkcfg.Namespace, error) {
 	// poller for the kernel's update, as a blocking C socket would,
 	// instead of sleeping and trying again.
 	cfg := &rdssock.Config{SendBuffer: int(s.sndbuf), ReceiveBuffer: int(s.rcvbuf), BusyPoll: s.busyPoll, WaitCongested: true}
-	if s.busyPoll < 0 {
-		return nil, nil, usagef("-busy-poll must not be negative (0 waits at once)")
+	t, err := s.check()
+	if err != nil {
+		return nil, nil, err
 	}
-	if s.transport != "" && s.transport != "auto" {
-		t, err := rdssock.ParseTransport(s.transport)
-		if err != nil || (t != rdssock.TransportTCP && t != rdssock.TransportIB) {
-			return nil, nil, usagef("bad -transport %q: want auto, tcp or ib", s.transport)
-		}
-		cfg.Transport = t
-	}
+	cfg.Transport = t
 	if os.Geteuid() == 0 && (s.sndbuf > 0 || s.rcvbuf > 0) {
 		cfg.ForceBuffers = true // root may exceed net.core.[rw]mem_max
 	}
@@ -148,6 +160,9 @@ func (s *sockFlags) listen(ap netip.AddrPort, tweak func(*rdssock.Config)) (*rds
 // the flags' namespace, by routing a UDP socket (nothing is sent).
 func (s *sockFlags) sourceFor(dst netip.Addr) (netip.Addr, error) {
 	var src netip.Addr
+	if _, err := s.check(); err != nil {
+		return src, err // a usage error, whatever the route
+	}
 	find := func() error {
 		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9)))
 		if err != nil {
@@ -258,9 +273,6 @@ func bufferFor(n int) int {
 var contextDeadline = context.DeadlineExceeded
 
 func isRoot() bool { return os.Geteuid() == 0 }
-
-// netErrClosed is net.ErrClosed, returned by reads on a closed socket.
-var netErrClosed = net.ErrClosed
 
 // warmUp brings the RDS connection from c's address to peer up with
 // rdssock.WarmUp (in sf's namespace, with c's transport; sf may be nil for

@@ -1,6 +1,6 @@
 //go:build integration
 
-package integration
+package main
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func exitCode(err error) int {
 // when interrupted. With an explicit -duration a receiver alone stops by
 // itself.
 func TestRdscatStressListenerRunsUntilInterrupted(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	addr := fmt.Sprintf("%v:4860", vmtest.TCPPeer4)
@@ -173,7 +173,7 @@ func waitFile(t *testing.T, name string, d time.Duration) {
 // (the kernel allows about half of the send buffer per message) and are
 // refused as too long with -sndbuf 64k.
 func TestRdscatBufferFlags(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	var lout bytes.Buffer
@@ -237,7 +237,7 @@ func hostCounter(t *testing.T, name string) uint64 {
 // fails with exit 4 and explains that the host acknowledged the message.
 // With a listener bound, -v shows them queued and no warning.
 func TestRdscatSendNoSocket(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	for i, c := range []struct {
 		name     string
 		from, to netip.Addr
@@ -337,7 +337,7 @@ func lineWith(b []byte, sub string) string {
 // sender then runs. Interrupted, the receiver reports 1 refusal and 2
 // idle frees.
 func TestRdscatStressRDMAIdleAndCap(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	const idle = 3 * time.Second
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
@@ -476,7 +476,7 @@ func TestRdscatStressRDMAIdleAndCap(t *testing.T) {
 // stopped (SIGSTOP) past the receiver's -rdma-idle has its buffers freed;
 // continued, it learns why from the receiver and exits 1 with the reason.
 func TestRdscatStressRDMAIdleStoppedSender(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
 	addr := fmt.Sprintf("%v:4895", vmtest.IBAddr2)

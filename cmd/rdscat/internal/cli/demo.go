@@ -454,7 +454,7 @@ func moduleRoot() (string, error) {
 }
 
 // demoFile is this file's path inside the module.
-const demoFile = "cmd/rdscat/cli/demo.go"
+const demoFile = "cmd/rdscat/internal/cli/demo.go"
 
 // checkModuleRoot derives the module root from file, the compiled-in path
 // of demo.go, and checks it (see moduleRoot). Directories owned by euid,

@@ -3,8 +3,10 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"io"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -77,5 +79,21 @@ func TestStressReceiverDuration(t *testing.T) {
 		if got := o.receiverDuration(); got != c.want {
 			t.Errorf("%v: receiver duration %v, want %v", c.args, got, c.want)
 		}
+	}
+}
+
+// TestSockFlagsCheckedBeforeRoute: a bad socket flag is a usage error
+// before any route lookup, so the exit code does not depend on the routes
+// of the machine (the VM has no route to most addresses).
+func TestSockFlagsCheckedBeforeRoute(t *testing.T) {
+	for _, s := range []sockFlags{{busyPoll: -time.Microsecond}, {transport: "carrier-pigeon"}} {
+		_, err := s.sourceFor(netip.MustParseAddr("127.0.0.1"))
+		var u *usageError
+		if !errors.As(err, &u) {
+			t.Errorf("sourceFor with %+v: %v, want a usage error", s, err)
+		}
+	}
+	if _, err := (&sockFlags{transport: "ib"}).sourceFor(netip.MustParseAddr("127.0.0.1")); err != nil {
+		t.Errorf("sourceFor with good flags: %v", err)
 	}
 }

@@ -76,14 +76,6 @@ func pageRound(n int) int {
 	return (n + ps - 1) &^ (ps - 1)
 }
 
-// rdmaOpName is the -rdma value for a hello op.
-func rdmaOpName(op uint8) string {
-	if op == rdmaOpRead {
-		return "read"
-	}
-	return "write"
-}
-
 func putHello(b []byte, h stressHdr, op uint8, verify bool, size int) []byte {
 	b = b[:helloLen]
 	h.put(b)
@@ -640,7 +632,7 @@ func (rt *rdmaTask) rdmaReleased(c barrier.Completion) {
 // the oldest operation (rdmaops.Conn.Wait, which reads the completion
 // notices itself) when every slot is busy.
 func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
-	o, rt := s.o, t.rdma
+	o := s.o
 	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
@@ -648,31 +640,60 @@ func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask
 		return rdmaTransportError(t.c.LocalAddrPort(), tr)
 	}
 	buf := make([]byte, 4096)
-
 	op := uint8(rdmaOpWrite)
 	if o.rdma == "read" {
 		op = rdmaOpRead
 	}
+	if done, err := s.rdmaAskBuffers(ctx, e, t, op, buf); done || err != nil {
+		return err
+	}
+	err := s.issueAll(sendCtx, t, op, buf)
+	s.markEnd()
+	if err != nil && sendCtx.Err() != nil && ctx.Err() == nil {
+		err = nil // the duration ended while waiting
+	}
+	if err == nil {
+		err = s.rdmaRefusal(ctx, t, buf)
+	}
+	if err != nil {
+		s.errs.Add(1)
+		return fmt.Errorf("task %d: %w", t.id, explain(err, s.dst))
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted
+	}
+	return s.rdmaSettle(ctx, e, t, buf)
+}
+
+// rdmaAskBuffers sends task t's hello and waits up to -timeout for the
+// receiver's first buffer or its refusal; done says ctx ended meanwhile.
+func (s *sender) rdmaAskBuffers(ctx context.Context, e *env, t *senderTask, op uint8, buf []byte) (done bool, err error) {
+	o, rt := s.o, t.rdma
 	var hb [helloLen]byte
 	hello := putHello(hb[:], stressHdr{typ: typeRDMAHello, task: t.id, run: s.runID, aux: uint32(o.depth)}, op, o.verify, int(o.rdmaSize))
 	if err := sendRetry(e, t.c, hello, s.dst, o.timeout); err != nil {
-		return fmt.Errorf("task %d: hello: %w", t.id, err)
+		return false, fmt.Errorf("task %d: hello: %w", t.id, err)
 	}
 	hctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
 	for rt.credHead == len(rt.credits) && rt.rejected == "" {
 		if err := s.readRDMA(hctx, t, buf); err != nil {
-			cancel()
 			switch {
 			case ctx.Err() != nil:
-				return nil
+				return true, nil
 			case hctx.Err() != nil:
-				return timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, s.dst, o.timeout)
+				return false, timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, s.dst, o.timeout)
 			}
-			return fmt.Errorf("task %d: waiting for the receiver's buffers: %w", t.id, err)
+			return false, fmt.Errorf("task %d: waiting for the receiver's buffers: %w", t.id, err)
 		}
 	}
-	cancel()
+	return false, nil
+}
 
+// issueAll issues task t's RDMA operations until -count is reached,
+// sendCtx is done, an operation fails or the receiver refuses.
+func (s *sender) issueAll(sendCtx context.Context, t *senderTask, op uint8, buf []byte) error {
+	o, rt := s.o, t.rdma
 	rop := &rdmaops.Op{Write: op == rdmaOpWrite}
 	if !rop.Write {
 		rop.Flags = cmsg.FlagFence // the receiver refills the buffer when the immediate data arrives
@@ -735,33 +756,35 @@ loop:
 		s.msgs.Add(1)
 		s.bytes.Add(uint64(o.rdmaSize))
 	}
-	s.markEnd()
-	if err != nil && sendCtx.Err() != nil && ctx.Err() == nil {
-		err = nil // the duration ended while waiting
+	return err
+}
+
+// rdmaRefusal is, after an operation of task t failed, the receiver's
+// refusal if it sent one, else nil.
+func (s *sender) rdmaRefusal(ctx context.Context, t *senderTask, buf []byte) error {
+	rt := t.rdma
+	select {
+	case <-rt.fail:
+	default:
+		return nil
 	}
-	if err == nil {
-		select {
-		case <-rt.fail:
-			// Operations fail when the receiver has freed its buffers
-			// (-rdma-idle); its reason, if it sent one, is the news.
-			// Completion notices overtake data, so give it a moment.
-			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			for rt.rejected == "" && s.readRDMA(wctx, t, buf) == nil {
-			}
-			cancel()
-			if rt.rejected != "" {
-				err = fmt.Errorf("the receiver refused RDMA: %s", rt.rejected)
-			}
-		default:
-		}
+	// Operations fail when the receiver has freed its buffers
+	// (-rdma-idle); its reason, if it sent one, is the news.
+	// Completion notices overtake data, so give it a moment.
+	wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	for rt.rejected == "" && s.readRDMA(wctx, t, buf) == nil {
 	}
-	if err != nil {
-		s.errs.Add(1)
-		return fmt.Errorf("task %d: %w", t.id, explain(err, s.dst))
+	cancel()
+	if rt.rejected != "" {
+		return fmt.Errorf("the receiver refused RDMA: %s", rt.rejected)
 	}
-	if ctx.Err() != nil {
-		return nil // interrupted
-	}
+	return nil
+}
+
+// rdmaSettle waits until every operation of task t has completed and
+// exchanges counts with the receiver; a failed operation is the error.
+func (s *sender) rdmaSettle(ctx context.Context, e *env, t *senderTask, buf []byte) error {
+	o, rt := s.o, t.rdma
 	// Every operation completes: with a status, or at its deadline.
 	wctx, cancel := context.WithTimeout(ctx, o.timeout+5*time.Second)
 	werr := rt.rc.WaitAll(wctx, rt.rc.Tracker().Last())
@@ -924,6 +947,12 @@ func (o *stressOpts) checkRDMA() error {
 		}
 		return nil
 	}
+	return o.checkRDMAMode(set)
+}
+
+// checkRDMAMode validates -rdma and the flags it cannot go with; set holds
+// the flags given.
+func (o *stressOpts) checkRDMAMode(set map[string]bool) error {
 	stride := pageRound(max(int(o.rdmaSize), 1))
 	switch {
 	case o.rdma != "write" && o.rdma != "read":

@@ -70,18 +70,48 @@ func (o *listenOpts) register(fs *flag.FlagSet) {
 }
 
 func (o *listenOpts) run(e *env, args []string) error {
-	if len(args) != 1 {
-		return usagef("want exactly one ADDR:PORT to listen on, got %d arguments", len(args))
-	}
-	ap, err := parseAddrPort("listen address", args[0])
+	c, err := o.open(e, args)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
+	out := bufio.NewWriter(e.stdout)
+	defer out.Flush()
+	buf := make([]byte, int(o.size)+1)
+	for got := 0; o.count == 0 || got < o.count; {
+		n, from, done, err := o.read(e, c, buf, got)
+		if done {
+			return err
+		}
+		if !from.IsValid() {
+			continue // a control-only notice, not a message
+		}
+		got++
+		if err := o.take(e, c, out, buf[:n], from); err != nil {
+			return err
+		}
+	}
+	if o.echo {
+		return drain(e, c, 10*time.Second)
+	}
+	return nil
+}
+
+// open checks the flags and binds the socket at the address in args; it
+// reports the address (-v) and writes the -ready file.
+func (o *listenOpts) open(e *env, args []string) (*rdssock.Conn, error) {
+	if len(args) != 1 {
+		return nil, usagef("want exactly one ADDR:PORT to listen on, got %d arguments", len(args))
+	}
+	ap, err := parseAddrPort("listen address", args[0])
+	if err != nil {
+		return nil, err
+	}
 	if o.count < 0 || o.timeout < 0 {
-		return usagef("-count and -timeout must not be negative")
+		return nil, usagef("-count and -timeout must not be negative")
 	}
 	if err := checkMessageSize("-size", int(o.size)); err != nil {
-		return err
+		return nil, err
 	}
 	c, err := o.sock.listen(ap, func(cfg *rdssock.Config) {
 		if cfg.ReceiveBuffer == 0 && o.size > 64<<10 {
@@ -90,9 +120,8 @@ func (o *listenOpts) run(e *env, args []string) error {
 		}
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer c.Close()
 	local := c.LocalAddrPort()
 	if o.verbose {
 		tr, _ := c.Transport()
@@ -100,59 +129,57 @@ func (o *listenOpts) run(e *env, args []string) error {
 	}
 	if o.ready != "" {
 		if err := writeFileAtomic(o.ready, local.String()+"\n"); err != nil {
-			return err
+			c.Close()
+			return nil, err
 		}
 	}
+	return c, nil
+}
 
-	out := bufio.NewWriter(e.stdout)
-	defer out.Flush()
-	buf := make([]byte, int(o.size)+1)
-	for got := 0; o.count == 0 || got < o.count; {
-		n, from, err := readWithin(e, c, buf, o.timeout)
-		if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
-			if e.ctx.Err() != nil {
-				return nil // interrupted: a normal way to stop listening
-			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				return timeoutf("no message within %v (received %d)", o.timeout, got)
-			}
-			return err
+// read reads one message into buf within -timeout, saying so when it was
+// larger than -size and cutting it to -size. done says listening ends,
+// with err (nil when interrupted); got is the count so far.
+func (o *listenOpts) read(e *env, c *rdssock.Conn, buf []byte, got int) (n int, from netip.AddrPort, done bool, err error) {
+	n, from, err = readWithin(e, c, buf, o.timeout)
+	if err != nil && !errors.Is(err, rdssock.ErrTruncated) {
+		if e.ctx.Err() != nil {
+			return 0, from, true, nil // interrupted: a normal way to stop listening
 		}
-		if errors.Is(err, rdssock.ErrTruncated) || n > int(o.size) {
-			fmt.Fprintf(e.stderr, "rdscat: message from %v was larger than -size %d bytes and was truncated\n", from, o.size)
-			if n > int(o.size) {
-				n = int(o.size)
-			}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return 0, from, true, timeoutf("no message within %v (received %d)", o.timeout, got)
 		}
-		if !from.IsValid() {
-			continue // a control-only notice, not a message
+		return 0, from, true, err
+	}
+	if errors.Is(err, rdssock.ErrTruncated) || n > int(o.size) {
+		fmt.Fprintf(e.stderr, "rdscat: message from %v was larger than -size %d bytes and was truncated\n", from, o.size)
+		n = min(n, int(o.size))
+	}
+	return n, from, false, nil
+}
+
+// take writes msg from from to out (with -sender, its sender too) and
+// sends it back with -echo.
+func (o *listenOpts) take(e *env, c *rdssock.Conn, out *bufio.Writer, msg []byte, from netip.AddrPort) error {
+	switch {
+	case o.raw:
+		if o.sender {
+			fmt.Fprintf(e.stderr, "rdscat: %d bytes from %v\n", len(msg), from)
 		}
-		got++
-		msg := buf[:n]
-		switch {
-		case o.raw:
-			if o.sender {
-				fmt.Fprintf(e.stderr, "rdscat: %d bytes from %v\n", n, from)
-			}
-			out.Write(msg)
-		default:
-			if o.sender {
-				fmt.Fprintf(out, "%v\t", from)
-			}
-			out.Write(msg)
-			out.WriteByte('\n')
+		out.Write(msg)
+	default:
+		if o.sender {
+			fmt.Fprintf(out, "%v\t", from)
 		}
-		if err := out.Flush(); err != nil {
-			return fmt.Errorf("write output: %w", err)
-		}
-		if o.echo {
-			if err := sendRetry(e, c, msg, from, 10*time.Second); err != nil {
-				return fmt.Errorf("echo to %v: %w", from, err)
-			}
-		}
+		out.Write(msg)
+		out.WriteByte('\n')
+	}
+	if err := out.Flush(); err != nil {
+		return fmt.Errorf("write output: %w", err)
 	}
 	if o.echo {
-		return drain(e, c, 10*time.Second)
+		if err := sendRetry(e, c, msg, from, 10*time.Second); err != nil {
+			return fmt.Errorf("echo to %v: %w", from, err)
+		}
 	}
 	return nil
 }

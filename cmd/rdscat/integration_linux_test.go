@@ -1,27 +1,31 @@
 //go:build integration
 
-package integration
+package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"golang.org/x/sys/unix"
 
-	"github.com/go-rds/rds/cmd/rdscat/cli"
+	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
 	"github.com/go-rds/rds/cmd/rdscat/scripttest"
 	"github.com/go-rds/rds/integration/vmtest"
+	"github.com/go-rds/rds/rdssock"
 )
 
 // rdscatAsMain is the environment variable that turns this test binary into
@@ -33,6 +37,32 @@ const rdscatAsMain = "RDSCAT_AS_MAIN"
 func init() {
 	if os.Getenv(rdscatAsMain) == "1" {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+}
+
+// warmOnce brings the topology's RDS/TCP connections fully up once per test
+// binary (rdssock.WarmUp), before the first test that needs the VM: Linux up
+// to 6.12 can lose messages sent while a new RDS/TCP connection sets up its
+// paths, which would make any test's first messages flaky.
+var warmOnce = sync.OnceValue(func() error {
+	for _, p := range [][2]netip.Addr{{vmtest.TCPLocal4, vmtest.TCPPeer4}, {vmtest.TCPLocal6, vmtest.TCPPeer6}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := rdssock.WarmUp(ctx, p[0], p[1], nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("warming up RDS/TCP %v -> %v: %w", p[0], p[1], err)
+		}
+	}
+	return nil
+})
+
+// requireVM fails the test outside the rdsvm VM (vmtest.Require: it never
+// skips) and warms the RDS/TCP connections up once per test binary.
+func requireVM(t *testing.T) {
+	t.Helper()
+	vmtest.Require(t)
+	if err := warmOnce(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -95,7 +125,7 @@ func rdscatWarmConnections(t *testing.T) {
 // replies; info tables holding the live connection; stress in both modes
 // with the receiver's counts checked; errors with their exit codes.
 func TestIntegrationRdscatScripts(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	rdscatWarmConnections(t)
 	dir := t.TempDir()
 	if err := scripttest.WriteKernelScripts(dir); err != nil {
@@ -206,7 +236,7 @@ func decodeStress(t *testing.T, what string, b []byte) stressJSON {
 // registered nothing, and every transfer's bytes were checked (by the
 // receiver for WRITE, by the sender for READ).
 func TestRdscatStressRDMA(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	const tasks, depth = 2, 4
 	for i, op := range []string{"write", "read"} {
 		t.Run(op, func(t *testing.T) {
@@ -283,7 +313,7 @@ func TestRdscatStressRDMA(t *testing.T) {
 // exit code 3 and says that RDMA needs an IB address, on the receiver
 // (checked at bind) and on a sender alone (checked after its warm-up).
 func TestRdscatStressRDMANotIB(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	for _, args := range [][]string{
 		{"-listen", vmtest.TCPLocal4.String() + ":4830"},
 		{"-to", vmtest.TCPLocal4.String() + ":4831", "-from", vmtest.TCPLocal4.String(), "-duration", "1s"},
@@ -383,7 +413,7 @@ var anyLiveRE = regexp.MustCompile(`^ *\d+s  (sent|received) `)
 // same run with output on a pipe, with -q, or with -json on the terminal
 // prints no live line.
 func TestRdscatLiveLines(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	const size, depth = 1024, 4
 	args := []string{"stress", "-listen", "127.0.0.1:4850", "-to", "127.0.0.1:4850", "-size", fmt.Sprint(size), "-depth", fmt.Sprint(depth), "-duration", "5s"}
 	lines := runOnPTY(t, args...)

@@ -1,14 +1,12 @@
 //go:build integration
 
-package integration
+package main
 
 import (
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/go-rds/rds/integration/vmtest"
 )
 
 // histLineRE matches one histogram row of the human stress report.
@@ -21,7 +19,7 @@ var samplesRE = regexp.MustCompile(`^  latency .*, (\d+) samples\)$`)
 // mode and checks that both report forms show the latency histogram and that
 // its counts add up to the measured messages.
 func TestIntegrationRdscatStressHistogram(t *testing.T) {
-	vmtest.Require(t)
+	requireVM(t)
 	addr := "127.0.0.1:4870"
 	out, err := rdscatCmd(t, "stress", "-listen", addr, "-to", addr, "-duration", "2s").Output()
 	if err != nil {

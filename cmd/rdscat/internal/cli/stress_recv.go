@@ -1,0 +1,340 @@
+//go:build linux
+
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-rds/rds/rdmaops"
+	"github.com/go-rds/rds/rdssock"
+)
+
+// The receiving end of rdscat stress (-listen): one goroutine reads the
+// socket, counts each sender task's stream, answers requests and fins, and
+// serves RDMA senders (stress_rdma.go).
+
+// streamKey names one sender task's stream of one run.
+type streamKey struct {
+	run  uint32
+	task uint16
+	from netip.AddrPort
+}
+
+type recvStream struct {
+	count     uint64
+	next      uint64
+	seqErrors uint64
+	finished  bool
+}
+
+type recvRun struct {
+	tasks    int // from the fin messages
+	finished int
+}
+
+type receiver struct {
+	c     *rdssock.Conn
+	rc    *rdmaops.Conn // RDMA mode: registers the pools' buffers
+	once  bool
+	start time.Time
+
+	msgs, bytes, acks atomic.Uint64 // live counters
+
+	mu       sync.Mutex
+	runs     map[uint32]*recvRun
+	streams  map[streamKey]*recvStream
+	finished int
+	seqErrs  uint64
+	foreign  uint64
+	rdma     map[streamKey]*rdmaStream
+	rejected uint64
+
+	// RDMA mode: registered memory and its limits (see stress_rdma.go).
+	rdmaMu     sync.Mutex // serialises the streams' pools: the serve loop and the idle sweep
+	rdmaMaxMem int64
+	rdmaIdle   time.Duration
+	regBytes   int64 // registered now, over all streams (r.mu)
+	regPeak    int64 // most registered at once (r.mu)
+	idleFreed  uint64
+	log        io.Writer // the receiver's notes: registrations, refusals and idle frees
+	standalone bool      // no sender in this process: log registrations too
+	end        time.Time
+	allDone    chan struct{} // closed when the first run has finished
+	doneOnce   sync.Once
+}
+
+// newReceiver binds the receiver's socket on lap (in -listen-netns if
+// given), writes the -ready file, and says where it listens when it runs
+// alone.
+func (o *stressOpts) newReceiver(e *env, lap netip.AddrPort) (*receiver, error) {
+	sf := o.sock
+	if o.listenNetns != "" {
+		sf.netns = o.listenNetns
+	}
+	big := max(int(o.size), int(o.ackSize))
+	c, err := sf.listen(lap, func(cfg *rdssock.Config) {
+		if cfg.SendBuffer == 0 {
+			cfg.SendBuffer = bufferFor(big)
+		}
+		if cfg.ReceiveBuffer == 0 {
+			cfg.ReceiveBuffer = max(4*big, 1<<20)
+		}
+		cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := o.receiverReady(c); err != nil {
+		c.Close()
+		return nil, err
+	}
+	r := &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
+		rdmaMaxMem: int64(o.rdmaMaxMem), rdmaIdle: o.rdmaIdle, log: e.stderr, standalone: o.to == ""}
+	if o.to == "" {
+		tr, _ := c.Transport()
+		if !o.json {
+			fmt.Fprintf(e.stdout, "stress receiver on %v (transport %v)\n", c.LocalAddrPort(), tr)
+		}
+	}
+	return r, nil
+}
+
+// receiverReady checks that an RDMA receiver's socket runs over IB, and
+// writes the bound address to the -ready file.
+func (o *stressOpts) receiverReady(c *rdssock.Conn) error {
+	if o.rdma != "" {
+		if tr, err := c.Transport(); err != nil || tr != rdssock.TransportIB {
+			return rdmaTransportError(c.LocalAddrPort(), tr)
+		}
+	}
+	if o.ready != "" {
+		return writeFileAtomic(o.ready, c.LocalAddrPort().String()+"\n")
+	}
+	return nil
+}
+
+// serve receives until ctx is done, -once is satisfied, or duration (when
+// positive) has passed.
+func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) error {
+	ctx, end := r.begin(ctx, duration)
+	defer end()
+	buf := make([]byte, maxMessage+1)
+	ack := make([]byte, maxMessage)
+	for {
+		n, _, _, from, err := r.c.ReadMsgContext(ctx, buf, nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if errors.Is(err, rdssock.ErrTruncated) {
+				r.addForeign()
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		if !from.IsValid() {
+			continue
+		}
+		var h stressHdr
+		if !h.parse(buf[:n]) {
+			r.addForeign()
+			continue
+		}
+		if stop, err := r.handle(ctx, e, h, buf[:n], from, ack); stop {
+			return err
+		}
+	}
+}
+
+// begin prepares serve: the channel waitFinished waits on, the -duration
+// deadline and the idle sweep. end, deferred, stops the sweep, notes the
+// end time and frees the RDMA buffers.
+func (r *receiver) begin(ctx context.Context, duration time.Duration) (_ context.Context, end func()) {
+	r.mu.Lock()
+	if r.allDone == nil {
+		r.allDone = make(chan struct{})
+	}
+	r.mu.Unlock()
+	cancel := context.CancelFunc(func() {})
+	if duration > 0 {
+		ctx, cancel = context.WithTimeout(ctx, duration)
+	}
+	sweepDone := r.startIdleSweep(ctx)
+	return ctx, func() {
+		sweepDone()
+		r.mu.Lock()
+		r.end = time.Now()
+		r.mu.Unlock()
+		r.closeRDMA(nil)
+		cancel()
+	}
+}
+
+// handle takes one stress message, msg with header h, from from. stop
+// says that serve is done, returning err.
+func (r *receiver) handle(ctx context.Context, e *env, h stressHdr, msg []byte, from netip.AddrPort, ack []byte) (stop bool, err error) {
+	key := streamKey{h.run, h.task, from}
+	switch h.typ {
+	case typeRDMAHello:
+		if err := r.rdmaHello(ctx, e, h, msg, from); err != nil {
+			return true, unlessDone(ctx, fmt.Errorf("RDMA hello from %v: %w", from, err))
+		}
+	case typeRDMAImm:
+		if err := r.countImm(e, h, key, from); err != nil {
+			return true, unlessDone(ctx, fmt.Errorf("RDMA credit to %v: %w", from, err))
+		}
+	case typeData, typeReq:
+		r.count(key, h.seq, uint64(len(msg)))
+		if h.typ == typeReq {
+			if err := r.answer(e, h, from, ack); err != nil {
+				return true, unlessDone(ctx, fmt.Errorf("ack to %v: %w", from, err))
+			}
+		}
+	case typeFin:
+		return r.fin(e, h, key, from, ack)
+	}
+	return false, nil
+}
+
+// unlessDone is err, or nil once ctx is done: serve was stopped.
+func unlessDone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// addForeign counts a message that is not part of a stress run.
+func (r *receiver) addForeign() {
+	r.mu.Lock()
+	r.foreign++
+	r.mu.Unlock()
+}
+
+// stream returns the stream of key, new if it has none; r.mu is held.
+func (r *receiver) stream(key streamKey) *recvStream {
+	s := r.streams[key]
+	if s == nil {
+		s = &recvStream{}
+		r.streams[key] = s
+	}
+	return s
+}
+
+// record counts message seq, and a sequence error unless it is the next.
+func (s *recvStream) record(seq uint64) {
+	if seq != s.next {
+		s.seqErrors++
+	}
+	s.next = seq + 1
+	s.count++
+}
+
+// count records message seq of n bytes on stream key.
+func (r *receiver) count(key streamKey, seq, n uint64) {
+	r.mu.Lock()
+	r.stream(key).record(seq)
+	r.mu.Unlock()
+	r.msgs.Add(1)
+	r.bytes.Add(n)
+}
+
+// countImm takes the immediate data of an RDMA operation (rdmaImm) and
+// counts the operation on stream key with its transfer size; immediate
+// data for no registered buffer is foreign.
+func (r *receiver) countImm(e *env, h stressHdr, key streamKey, from netip.AddrPort) error {
+	known, err := r.rdmaImm(e, h, from)
+	if err != nil {
+		return err
+	}
+	if !known {
+		r.addForeign()
+		return nil
+	}
+	r.mu.Lock()
+	r.stream(key).record(h.seq)
+	size := r.rdma[key].size
+	r.mu.Unlock()
+	r.msgs.Add(1)
+	r.bytes.Add(uint64(size))
+	return nil
+}
+
+// answer sends the ack of request h to from, of the size h asks for.
+func (r *receiver) answer(e *env, h stressHdr, from netip.AddrPort, ack []byte) error {
+	size := min(max(int(h.aux), stressHeader), maxMessage)
+	a := stressHdr{typ: typeAck, task: h.task, run: h.run, seq: h.seq, ts: h.ts}
+	a.put(ack)
+	if err := sendRetry(e, r.c, ack[:size], from, 10*time.Second); err != nil {
+		return err
+	}
+	r.acks.Add(1)
+	return nil
+}
+
+// fin answers a sender task's fin h with the count of its stream key, its
+// sequence errors and (RDMA) the WRITEs that landed wrong, and frees the
+// stream's RDMA buffers. With -once, serve stops after the run's last fin.
+func (r *receiver) fin(e *env, h stressHdr, key streamKey, from netip.AddrPort, ack []byte) (stop bool, err error) {
+	counted, seqErrs, badData, runDone := r.finStream(h, key)
+	a := stressHdr{typ: typeFinAck, task: h.task, run: h.run, seq: counted, aux: uint32(min(seqErrs, 1<<32-1)), ts: badData}
+	a.put(ack)
+	if err := sendRetry(e, r.c, ack[:stressHeader], from, 10*time.Second); err != nil {
+		return true, fmt.Errorf("count to %v: %w", from, err)
+	}
+	r.closeRDMA(&key) // the sender's operations are all complete
+	if !runDone || !r.once {
+		return false, nil
+	}
+	r.doneOnce.Do(func() { close(r.allDone) })
+	// The fin acks must reach the senders before the socket closes.
+	return true, drain(e, r.c, 10*time.Second)
+}
+
+// finStream marks stream key finished (its first fin counts for the run)
+// and returns its count, its sequence errors, its RDMA verify errors, and
+// whether all of the run's tasks have finished.
+func (r *receiver) finStream(h stressHdr, key streamKey) (counted, seqErrs uint64, badData int64, runDone bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stream(key)
+	counted, seqErrs = s.count, s.seqErrors
+	first := !s.finished
+	s.finished = true
+	run := r.runs[h.run]
+	if run == nil {
+		run = &recvRun{}
+		r.runs[h.run] = run
+	}
+	if first {
+		run.tasks = int(h.aux)
+		run.finished++
+		r.finished++
+		r.seqErrs += s.seqErrors
+	}
+	if st := r.rdma[key]; st != nil {
+		badData = int64(st.badData)
+	}
+	return counted, seqErrs, badData, run.finished >= run.tasks
+}
+
+// waitFinished waits until the first run has finished or d has passed.
+func (r *receiver) waitFinished(d time.Duration) {
+	r.mu.Lock()
+	ch := r.allDone
+	r.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-time.After(d):
+	}
+}
