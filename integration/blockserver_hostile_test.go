@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-rds/rds/blockserver"
 	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/examples/blockserver/blockserver"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdmaops"
 	"github.com/go-rds/rds/rdssock"

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/go-rds/rds/barrier"
-	"github.com/go-rds/rds/blockserver"
 	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/examples/blockserver/blockserver"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdmaops"
 	"github.com/go-rds/rds/rdssock"

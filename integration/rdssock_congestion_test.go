@@ -158,9 +158,10 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 //     send; a blocking C sender would wait as well (rds_cong_wait sleeps
 //     until the bit clears). That is the kernel's congestion map going
 //     wrong (see rdssock's BUG note on stale congestion). The C program
-//     bench/cbaseline/rdsfault.c sends the same probe at once; as for the
-//     other known kernel defects, it is logged as KNOWN KERNEL BUG (also
-//     as a row of rdstest's reliability table) with a DEVIATION line, and
+//     integration/internal/bench/cbaseline/rdsfault.c sends the same probe
+//     at once; as for the other known kernel defects, it is logged as KNOWN
+//     KERNEL BUG (also as a row of rdstest's reliability table) with a
+//     DEVIATION line, and
 //     it fails unless the C probe was refused as well (or
 //     RDSTEST_RELIABILITY_STRICT=0); the caller repeats its run on a fresh port pair
 //     (retryStale).
@@ -192,7 +193,7 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	}
 	cp, err := cref.ProbeCongestion(bin, "", a.LocalAddrPort().Addr(), b.LocalAddrPort())
 	if err != nil {
-		t.Fatalf("%s; the C congestion probe: %v (rdstest builds %s; by hand: gcc -O2 -static -o integration/%s bench/cbaseline/rdsfault.c)", what, err, cFaultBin, cFaultBin)
+		t.Fatalf("%s; the C congestion probe: %v (rdstest builds %s; by hand: gcc -O2 -static -o integration/%s integration/internal/bench/cbaseline/rdsfault.c)", what, err, cFaultBin, cFaultBin)
 	}
 	msg := fmt.Sprintf("KNOWN KERNEL BUG: %s; the sender waits because the kernel still marks %v congested after its receiver drained it (%s); the C probe at the same moment: %v",
 		what, b.LocalAddrPort(), counters, cp)
@@ -216,8 +217,9 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	t.Log(msg)
 }
 
-// cFaultBin is bench/cbaseline/rdsfault.c, built on the host into this
-// package's testdata (rdstest does it before the integration stage).
+// cFaultBin is integration/internal/bench/cbaseline/rdsfault.c, built on the
+// host into this package's testdata (rdstest does it before the integration
+// stage).
 const cFaultBin = "testdata/rdsfault-c"
 
 // TestIntegrationRdssockWaitCongestedDeadline: a wait for congestion to

@@ -1,7 +1,7 @@
 //go:build linux
 
-// Command blockserver runs either side of package blockserver over RDS
-// RDMA (the IB transport, for example Soft-RoCE).
+// Command blockserver runs either side of package blockserver (in the
+// directory below) over RDS RDMA (the IB transport, for example Soft-RoCE).
 //
 //	blockserver -listen 10.0.0.2:4000 -file disk.img -create 1048576
 //	blockserver -listen 10.0.0.1:4001 -server 10.0.0.2:4000 -ops 1000
@@ -17,7 +17,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-rds/rds/blockserver"
+	"github.com/go-rds/rds/examples/blockserver/blockserver"
 	"github.com/go-rds/rds/rdssock"
 )
 

@@ -21,8 +21,8 @@ import (
 )
 
 // useOnceC is the plain C reference of TestUseOnceKey,
-// bench/cbaseline/useonce.c, which rdstest compiles into testdata/ (see
-// TESTING.md, "C reference programs").
+// integration/internal/bench/cbaseline/useonce.c, which rdstest compiles into
+// testdata/ (see TESTING.md, "C reference programs").
 const useOnceC = "useonce-c"
 
 // cSteps holds the C program's per-step status counts (first, second,
@@ -40,7 +40,7 @@ func runUseOnceC(t *testing.T, trials int) cSteps {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the C reference is missing (%v): rdstest builds it; by hand: gcc -O2 -static -o integration/rdmafaults/testdata/%s bench/cbaseline/useonce.c", err, useOnceC)
+		t.Fatalf("the C reference is missing (%v): rdstest builds it; by hand: gcc -O2 -static -o integration/rdmafaults/testdata/%s integration/internal/bench/cbaseline/useonce.c", err, useOnceC)
 	}
 	// Trials take turns on four connections (TOS values): a fresh one per
 	// trial ran out after 39 in one VM on 7.2 (connections rejected). An

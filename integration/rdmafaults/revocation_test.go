@@ -114,7 +114,8 @@ func TestRevocationGap(t *testing.T) {
 // The refusal is a remote access error (6.1, 6.12). Linux 7.2 sometimes
 // reports it as dropped instead, or reports nothing before the deadline
 // (the connection not yet back); that is accepted only as far as the plain
-// C reference (bench/cbaseline/useonce.c), run once in the same VM, shows
+// C reference (integration/internal/bench/cbaseline/useonce.c), run once
+// in the same VM, shows
 // it too: C must have seen it, and the Go count must be plausible at the
 // rate C's count allows (see judgeDeadKeyWrites). The likely cause, from the
 // source: 7.2's rxe responder (not 6.1's or 6.12's) raises

@@ -19,9 +19,9 @@ import (
 	"github.com/go-rds/rds/integration/vmtest"
 )
 
-// cFaultBin is the C flow of bench/cbaseline/rdsfault.c, built on the host
-// by go generate (the VM has no compiler) and shipped by rdsvm with
-// testdata/.
+// cFaultBin is the C flow of integration/internal/bench/cbaseline/rdsfault.c,
+// built on the host by go generate (the VM has no compiler) and shipped by
+// rdsvm with testdata/.
 const cFaultBin = "testdata/rdsfault-c"
 
 // cFlow is a running rdsfault-c: two blocking C senders in the initial

@@ -31,12 +31,13 @@
 //	DEVIATION|<signature>|kernel=<release>|test=<name>|go=<n>|bound=<n>|c=<n>|basis=<bounds|c|none>|strict=<0|1>
 //
 // TestLinkFailure and TestFreshConnection run the C flow of
-// bench/cbaseline/rdsfault.c beside the Go one, under the same fault; it
-// must be built on the host first: rdstest does it before the integration
-// stage; by hand, go generate ./integration/reliability (gcc and a static
-// libc). Without it the tests fail.
+// integration/internal/bench/cbaseline/rdsfault.c beside the Go one, under
+// the same fault; it must be built on the host first: rdstest does it before
+// the integration stage; by hand, go generate ./integration/reliability (gcc
+// and a static libc). Without it the tests fail.
 package reliability
 
-// TestLinkFailure runs the C flow of bench/cbaseline/rdsfault.c beside the
-// Go one, under the same fault; the VM has no compiler, so build it here.
-//go:generate sh -c "mkdir -p testdata && gcc -O2 -static -Wall -Wextra -Werror -o testdata/rdsfault-c ../../bench/cbaseline/rdsfault.c"
+// TestLinkFailure runs the C flow of
+// integration/internal/bench/cbaseline/rdsfault.c beside the Go one, under
+// the same fault; the VM has no compiler, so build it here.
+//go:generate sh -c "mkdir -p testdata && gcc -O2 -static -Wall -Wextra -Werror -o testdata/rdsfault-c ../internal/bench/cbaseline/rdsfault.c"

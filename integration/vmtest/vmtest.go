@@ -24,6 +24,21 @@
 // same test binary; [Role] tells them apart.
 //
 // Tests that need the VM call [Require], which fails (never skips) outside it.
+//
+// # Tests of your own programs
+//
+// The package is public on purpose: rdsvm is a plain go test -exec wrapper
+// that fetches its own kernel, so the tests of a program built on this
+// module can run in the same VM with the same topology (examples/rdmawrite's
+// test does). Build rdsvm static, tag the test files "integration", start
+// each test with [Require] and take addresses and names from this package:
+//
+//	CGO_ENABLED=0 go build -o /tmp/rdsvm github.com/go-rds/rds/integration/cmd/rdsvm
+//	go test -tags integration -exec /tmp/rdsvm ./yourpkg
+//
+// The names, addresses and roles above are what rdsvm's guest sets up, and
+// part of this module's API. See TESTING.md (repository root) for rdsvm's
+// settings.
 package vmtest
 
 import (

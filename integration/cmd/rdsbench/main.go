@@ -5,16 +5,17 @@
 //
 //	go run ./integration/cmd/rdsbench
 //
-// On the host it compiles the C baselines (bench/cbaseline/rdsbench.c and
-// rdsstress.c, with gcc -O2 -static; as root it installs gcc and libc6-dev
-// when missing), builds itself, rdscat and rdsvm as static binaries, and
-// boots the rdsvm VM (see TESTING.md) with the programs. Inside the VM it
-// runs every workload of package bench several times, the C and the Go
-// implementation alternately, then the tool workloads ("The tools as users
-// run them": the rdscat binary against rdsstress-c, two processes each),
-// prints the tables, and hands the results back to the host, which writes
-// BENCHMARKS.md (never edit that file: run the command again). Every
-// workload also reports the CPU time per message of each process.
+// On the host it compiles the C baselines
+// (integration/internal/bench/cbaseline/rdsbench.c and rdsstress.c, with gcc
+// -O2 -static; as root it installs gcc and libc6-dev when missing), builds
+// itself, rdscat and rdsvm as static binaries, and boots the rdsvm VM (see
+// TESTING.md) with the programs. Inside the VM it runs every workload of
+// package bench several times, the C and the Go implementation alternately,
+// then the tool workloads ("The tools as users run them": the rdscat binary
+// against rdsstress-c, two processes each), prints the tables, and hands the
+// results back to the host, which writes BENCHMARKS.md (never edit that file:
+// run the command again). Every workload also reports the CPU time per
+// message of each process.
 //
 // A short trial of the tools section alone, written elsewhere:
 //
@@ -59,7 +60,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-rds/rds/bench"
+	"github.com/go-rds/rds/integration/internal/bench"
 )
 
 const (
@@ -318,8 +319,9 @@ func repoRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// buildC compiles the C programs of bench/cbaseline (source file name to
-// binary name) statically into dir and returns the compiler's version line.
+// buildC compiles the C programs of integration/internal/bench/cbaseline
+// (source file name to binary name) statically into dir and returns the
+// compiler's version line.
 func buildC(root string, progs map[string]string, dir string) (string, error) {
 	if _, err := exec.LookPath("gcc"); err != nil || !haveStaticLibc() {
 		if os.Geteuid() != 0 {
@@ -336,7 +338,7 @@ func buildC(root string, progs map[string]string, dir string) (string, error) {
 		}
 	}
 	for src, bin := range progs {
-		src = filepath.Join(root, "bench", "cbaseline", src)
+		src = filepath.Join(root, "integration", "internal", "bench", "cbaseline", src)
 		logf("compiling %s", src)
 		cmd := exec.Command("gcc", "-O2", "-static", "-Wall", "-o", filepath.Join(dir, bin), src)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

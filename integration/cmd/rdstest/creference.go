@@ -16,9 +16,9 @@ import (
 // (the guest has no libc), into the package's testdata/, which rdsvm
 // copies into the VM.
 var cReferences = []struct{ src, bin string }{
-	{"bench/cbaseline/useonce.c", "integration/rdmafaults/testdata/useonce-c"},
-	{"bench/cbaseline/rdsfault.c", "integration/reliability/testdata/rdsfault-c"},
-	{"bench/cbaseline/rdsfault.c", "integration/testdata/rdsfault-c"},
+	{"integration/internal/bench/cbaseline/useonce.c", "integration/rdmafaults/testdata/useonce-c"},
+	{"integration/internal/bench/cbaseline/rdsfault.c", "integration/reliability/testdata/rdsfault-c"},
+	{"integration/internal/bench/cbaseline/rdsfault.c", "integration/testdata/rdsfault-c"},
 }
 
 // buildCReferences compiles cReferences, relative to the repository root.

@@ -1,6 +1,7 @@
-// Package cref runs the plain C reference programs of bench/cbaseline that
-// integration tests put beside the Go code in the same VM run: a kernel
-// deviation a test accepts must show in C too (see TESTING.md).
+// Package cref runs the plain C reference programs of
+// integration/internal/bench/cbaseline that integration tests put beside the
+// Go code in the same VM run: a kernel deviation a test accepts must show in
+// C too (see TESTING.md).
 package cref
 
 import (
@@ -30,10 +31,10 @@ func (r ProbeResult) String() string {
 }
 
 // ProbeCongestion runs bin (rdsfault-c, built from
-// bench/cbaseline/rdsfault.c) in probe mode: a new C socket bound to from,
-// in the network namespace named by the file ns ("" for the caller's),
-// sends one empty message to to with MSG_DONTWAIT. Any other outcome than
-// sent or refused as congested is an error.
+// integration/internal/bench/cbaseline/rdsfault.c) in probe mode: a new C
+// socket bound to from, in the network namespace named by the file ns ("" for
+// the caller's), sends one empty message to to with MSG_DONTWAIT. Any other
+// outcome than sent or refused as congested is an error.
 func ProbeCongestion(bin, ns string, from netip.Addr, to netip.AddrPort) (ProbeResult, error) {
 	args := []string{fmt.Sprintf("probe=%d", to.Port()), "local=" + from.Unmap().String(), "peer=" + to.Addr().Unmap().String()}
 	if ns != "" {

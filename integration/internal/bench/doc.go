@@ -3,11 +3,11 @@
 //
 // # Programs
 //
-// The C baseline, bench/cbaseline/rdsbench.c, is a plain program with
-// blocking AF_RDS sockets: sendmsg/recvmsg loops, recvmmsg for the batch
-// receiver, RDMA WRITE with RDS_RDMA_NOTIFY_ME. The Go workers (Worker)
-// implement the same roles with packages rdssock, rdmaops, barrier and
-// cmsg, take the same key=value arguments (Options) and print the same
+// The C baseline, cbaseline/rdsbench.c (in this package's directory), is a
+// plain program with blocking AF_RDS sockets: sendmsg/recvmsg loops, recvmmsg
+// for the batch receiver, RDMA WRITE with RDS_RDMA_NOTIFY_ME. The Go workers
+// (Worker) implement the same roles with packages rdssock, rdmaops, barrier
+// and cmsg, take the same key=value arguments (Options) and print the same
 // "READY" and "RESULT key=value..." lines (ParseResult). Roles:
 //
 //	recv         count messages in a window (recvmsg, or recvmmsg/ReadBatch with batch>1)
@@ -17,13 +17,13 @@
 //	rdma-target  register a region once with RDS_CMSG_RDMA_MAP, drain the socket
 //	rdma-init    RDMA WRITEs with notify, depth outstanding; completions per second
 //
-// A second C program, bench/cbaseline/rdsstress.c, is a load generator of
-// the rds-stress shape (forked tasks, one poll() loop per socket; rr,
-// oneway, RDMA WRITE and READ with immediate data) that the rdscat binary
-// is measured against (see Tools below). Its real-kernel test runs on the
-// host and boots the VM itself:
+// A second C program, cbaseline/rdsstress.c, is a load generator of the
+// rds-stress shape (forked tasks, one poll() loop per socket; rr, oneway,
+// RDMA WRITE and READ with immediate data) that the rdscat binary is measured
+// against (see Tools below). Its real-kernel test runs on the host and boots
+// the VM itself:
 //
-//	go test -tags cbaseline -run TestCStress -v ./bench/cbaseline/rdsstresstest
+//	go test -tags cbaseline -run TestCStress -v ./integration/internal/bench/cbaseline/rdsstresstest
 //
 // # Driver
 //

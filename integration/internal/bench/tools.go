@@ -14,7 +14,7 @@ import (
 type ToolMode string
 
 // Tool workload modes: the `rdscat stress` modes, which the C stress
-// baseline (bench/cbaseline/rdsstress.c) has too.
+// baseline (cbaseline/rdsstress.c) has too.
 const (
 	ToolRR     ToolMode = "rr"     // requests answered by acks of the same size, Depth in flight per task
 	ToolOneway ToolMode = "oneway" // messages with no answer

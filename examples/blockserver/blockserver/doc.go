@@ -14,7 +14,9 @@
 // RDMA operation (its memory is free again); the client's buffers cycle
 // through an rdmaops.Pool, so no registration happens after Dial.
 //
-// Package main in examples/blockserver runs either side.
+// It is an example application, not part of the library's API: the
+// command in the parent directory (examples/blockserver) runs either side,
+// and the integration tests use the package directly.
 //
 // # Wire format
 //

@@ -31,8 +31,8 @@ type Config struct {
 	DiagRounds int // rounds of each diagnosis (default 3)
 
 	// Tools are the rows of "The tools as users run them": StressC (the C
-	// stress baseline, bench/cbaseline/rdsstress.c) against Rdscat (the
-	// cmd/rdscat binary), run after Workloads.
+	// stress baseline, cbaseline/rdsstress.c) against Rdscat (the cmd/rdscat
+	// binary), run after Workloads.
 	Tools   []ToolWorkload
 	StressC string
 	Rdscat  string

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-rds/rds/bench"
+	"github.com/go-rds/rds/integration/internal/bench"
 )
 
 // The arguments of a worker role, shared by the Go workers and the C

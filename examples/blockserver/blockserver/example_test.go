@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-rds/rds/blockserver"
+	"github.com/go-rds/rds/examples/blockserver/blockserver"
 	"github.com/go-rds/rds/rdssock"
 )
 

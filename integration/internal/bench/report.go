@@ -339,7 +339,7 @@ func (r *Report) Markdown(m Meta) string {
 	}
 	w("| VM | %s, TCG (no KVM), 2 vCPUs, 512 MiB |\n", m.QEMU)
 	w("| Go | %s, `CGO_ENABLED=0` static binary |\n", m.Go)
-	csrc := "bench/cbaseline/rdsbench.c"
+	csrc := "integration/internal/bench/cbaseline/rdsbench.c"
 	if len(r.ToolRows) > 0 {
 		csrc += " and rdsstress.c"
 	}
@@ -396,7 +396,7 @@ func (r *Report) Markdown(m Meta) string {
 	if len(r.Diagnoses) > 0 {
 		w("## Diagnosis: which side limits Go\n\n")
 		w("The same workloads with each side chosen separately, rounds rotating through the pairings, same run. ")
-		w("`Go raw` is a diagnostic Go worker (bench/raw_linux.go) that waits in the same runtime poller but issues sendmsg/recvmsg with unix.RawSyscall, which skips the runtime's system-call bookkeeping (entersyscall/exitsyscall); it shows what that bookkeeping costs here. `Go blocking` switches the socket to blocking mode and calls sendmsg/recvmsg with plain unix.Syscall outside the poller, as the C program does: it shows what waiting in the poller costs. `Go GOMAXPROCS=1` is the plain Go worker limited to one P (worker argument procs=1): it shows what the runtime's other threads (idle Ms spinning for work after every wake-up) cost the VM's two CPUs, which the kernel's own RDS and TCP work needs as well.\n\n")
+		w("`Go raw` is a diagnostic Go worker (integration/internal/bench/raw_linux.go) that waits in the same runtime poller but issues sendmsg/recvmsg with unix.RawSyscall, which skips the runtime's system-call bookkeeping (entersyscall/exitsyscall); it shows what that bookkeeping costs here. `Go blocking` switches the socket to blocking mode and calls sendmsg/recvmsg with plain unix.Syscall outside the poller, as the C program does: it shows what waiting in the poller costs. `Go GOMAXPROCS=1` is the plain Go worker limited to one P (worker argument procs=1): it shows what the runtime's other threads (idle Ms spinning for work after every wake-up) cost the VM's two CPUs, which the kernel's own RDS and TCP work needs as well.\n\n")
 		w("| workload | unit | pairing | median | ratio to C | spread |\n|---|---|---|--:|--:|--:|\n")
 		for _, dg := range r.Diagnoses {
 			for i, name := range dg.Pairings {
@@ -482,7 +482,7 @@ func mdTable(rows []Row, cName, goName string) string {
 // mdTools renders "The tools as users run them".
 func (r *Report) mdTools(w func(string, ...any)) {
 	w("## The tools as users run them\n\n")
-	w("The `rdscat` binary (cmd/rdscat, `rdscat stress`) against the C stress baseline bench/cbaseline/rdsstress.c (`rdsstress-c`, one forked process per task with one poll() loop each, as rds-stress does), each as two processes: a receiver (`rdscat stress -listen ADDR:PORT -once`, `rdsstress-c passive`) and a sender (`rdscat stress -to ADDR:PORT`, `rdsstress-c active`), with the same tasks, depth and sizes. ")
+	w("The `rdscat` binary (cmd/rdscat, `rdscat stress`) against the C stress baseline integration/internal/bench/cbaseline/rdsstress.c (`rdsstress-c`, one forked process per task with one poll() loop each, as rds-stress does), each as two processes: a receiver (`rdscat stress -listen ADDR:PORT -once`, `rdsstress-c passive`) and a sender (`rdscat stress -to ADDR:PORT`, `rdsstress-c active`), with the same tasks, depth and sizes. ")
 	w("`tcp` rows run the receiver in the peer namespace and the sender in the initial one, over RDS/TCP on a veth pair; `ib` and `rdma` rows use the two addresses of one Soft-RoCE (rxe) link. Neither process is bound to a CPU. ")
 	w("`rr TxD` is T tasks (sender sockets) with D requests in flight each, every request answered by an ack of the same size; `oneway` streams messages with no answer; `rdma write ib` and `rdma read ib` issue RDMA operations of the size given with immediate data and a completion notice each, D in flight, into (out of) buffers the receiver registered once.\n\n")
 	w("The window is the driver's, the same for both tools: it opens %v after the workload's RDS counter (RDS_INFO_COUNTERS) first moves and lasts %v; at both edges the driver reads the counter and the CPU time of both process trees. The rate is requests (`recv_delivered`, requests plus acks, halved), messages (`recv_delivered`) or RDMA operations (`send_rdma`) per second in the window: counted by the kernel, so that each tool's protocol messages (rdscat's receiver returns a credit per RDMA operation, the C one does not) do not count. Each tool is told to send for %v more than the warm-up and the window, to cover its start; a round whose window ends after that fails, and every round must end with each tool's own accounting complete (exit status 0: every request answered, every message and operation counted by the receiver); for RDMA the kernel's count over the whole run must also equal the operations the tool says it issued. ", r.Warm, r.Window, r.ToolSlack)

@@ -9,8 +9,8 @@
 // integration/cmd/rdsbench ships rdsbench.c. It therefore runs on the host,
 // not under go test -exec rdsvm (rdstest does not run it):
 //
-//	go test -tags cbaseline -run TestCStress -v ./bench/cbaseline/rdsstresstest
-//	RDSVM_KERNEL=6.12 go test -tags cbaseline -run TestCStress -v ./bench/cbaseline/rdsstresstest
+//	go test -tags cbaseline -run TestCStress -v ./integration/internal/bench/cbaseline/rdsstresstest
+//	RDSVM_KERNEL=6.12 go test -tags cbaseline -run TestCStress -v ./integration/internal/bench/cbaseline/rdsstresstest
 package rdsstresstest
 
 import (
@@ -96,7 +96,7 @@ func host(t *testing.T) {
 
 	vm := filepath.Join(work, "rdsvm")
 	build := exec.Command("go", "build", "-o", vm, "./integration/cmd/rdsvm")
-	build.Dir = filepath.Join("..", "..", "..")
+	build.Dir = filepath.Join("..", "..", "..", "..", "..") // the module root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build rdsvm: %v\n%s", err, out)
@@ -146,7 +146,7 @@ func guest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("%v: run this test on the host (go test -tags cbaseline ./bench/cbaseline/rdsstresstest), which compiles the program", err)
+		t.Fatalf("%v: run this test on the host (go test -tags cbaseline ./integration/internal/bench/cbaseline/rdsstresstest), which compiles the program", err)
 	}
 	// RDS/TCP loses messages sent while a new connection sets up its
 	// paths (see rdssock.WarmUp); bring it up first, as a user would.

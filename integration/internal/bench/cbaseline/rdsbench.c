@@ -4,7 +4,7 @@
  * A plain program issuing the system calls a hand-written C application
  * would: blocking AF_RDS sockets, sendmsg/recvmsg loops (recvmmsg for the
  * batch receiver), RDMA WRITE with RDS_RDMA_NOTIFY_ME. The Go side of the
- * benchmark (package github.com/go-rds/rds/bench) implements the same roles
+ * benchmark (package github.com/go-rds/rds/integration/internal/bench) implements the same roles
  * with the same arguments and prints the same result lines, so that the
  * driver (integration/cmd/rdsbench) can run the two alternately.
  *

@@ -9,7 +9,7 @@ import (
 )
 
 // Options are the arguments of one worker role, given as key=value words,
-// the same for the Go workers and the C baseline (bench/cbaseline).
+// the same for the Go workers and the C baseline (cbaseline/rdsbench.c).
 type Options struct {
 	Bind  netip.AddrPort // bind=: the socket's address
 	Peer  netip.AddrPort // peer=: where to send
