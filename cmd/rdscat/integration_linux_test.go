@@ -23,7 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
-	"github.com/go-rds/rds/cmd/rdscat/scripttest"
+	"github.com/go-rds/rds/cmd/rdscat/internal/scripttest"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdssock"
 )
@@ -120,9 +120,9 @@ func rdscatWarmConnections(t *testing.T) {
 }
 
 // TestIntegrationRdscatScripts runs rdscat's real-kernel scripts
-// (cmd/rdscat/scripttest/kernel/*.txtar): listen/send round trips with exact
-// bytes across namespaces, over IPv6, loopback and Soft-RoCE; ping with
-// replies; info tables holding the live connection; stress in both modes
+// (cmd/rdscat/internal/scripttest/kernel/*.txtar): listen/send round trips
+// with exact bytes across namespaces, over IPv6, loopback and Soft-RoCE; ping
+// with replies; info tables holding the live connection; stress in both modes
 // with the receiver's counts checked; errors with their exit codes.
 func TestIntegrationRdscatScripts(t *testing.T) {
 	requireVM(t)

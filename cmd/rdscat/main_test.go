@@ -10,7 +10,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/go-rds/rds/cmd/rdscat/internal/cli"
-	"github.com/go-rds/rds/cmd/rdscat/scripttest"
+	"github.com/go-rds/rds/cmd/rdscat/internal/scripttest"
 )
 
 func TestMain(m *testing.M) {

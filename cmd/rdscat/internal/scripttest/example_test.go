@@ -5,7 +5,7 @@ package scripttest_test
 import (
 	"fmt"
 
-	"github.com/go-rds/rds/cmd/rdscat/scripttest"
+	"github.com/go-rds/rds/cmd/rdscat/internal/scripttest"
 )
 
 // Lookup reads one value out of rdscat's JSON output, as the jsonfield
