@@ -159,4 +159,3 @@ func TestRoundTripEchoProcess(t *testing.T) {
 		}
 	}
 }
-
