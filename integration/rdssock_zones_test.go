@@ -193,7 +193,7 @@ func TestIntegrationRowsOtherNamespaceZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
+	t.Cleanup(h.Close) // after the deletion below: cleanups run last first
 	t.Cleanup(func() {
 		if err := h.DeleteLink(name); err != nil && !errors.Is(err, netlinkcfg.ErrNotFound) {
 			t.Errorf("delete %s: %v", name, err)

@@ -82,7 +82,8 @@ type Config struct {
 	// NetNS, if not zero, is a file descriptor of a network namespace in
 	// which to create the socket (see github.com/mdlayher/socket). Needs
 	// CAP_SYS_ADMIN. Interface names there are unknown to this process:
-	// give IPv6 zones by index; sender addresses carry the index too.
+	// give IPv6 zones by index; sender and bound addresses (LocalAddr)
+	// carry the index too.
 	NetNS int
 }
 

@@ -36,8 +36,11 @@ func TestSockaddrRoundTripZone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := fromSockaddr(sa2), netip.MustParseAddrPort(tc.named); got != want {
+		if got, want := fromSockaddr(sa2, false), netip.MustParseAddrPort(tc.named); got != want {
 			t.Errorf("toSockaddr/fromSockaddr %v -> %v, want %v", tc.in, got, want)
+		}
+		if got, want := fromSockaddr(sa2, true), netip.MustParseAddrPort(tc.number); got != want {
+			t.Errorf("toSockaddr/fromSockaddr %v -> %v with numeric zones, want %v", tc.in, got, want)
 		}
 	}
 }
