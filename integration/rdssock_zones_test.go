@@ -16,6 +16,7 @@ import (
 	"github.com/go-rds/rds/netlinkcfg"
 	"github.com/go-rds/rds/rdssock"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // wantZone fails the test unless ap carries zone z.
@@ -183,9 +184,16 @@ func TestIntegrationRowsOtherNamespaceZone(t *testing.T) {
 	}
 	defer ns.Close()
 	const name, peerName = "rdsz0", "rdsz1"
-	err = ns.Do(func() error {
-		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, Index: clash.Index}, PeerName: peerName})
-	})
+	// A pair deleted by an earlier run (-count) may hold the index for a
+	// moment: EBUSY.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err = ns.Do(func() error {
+			return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, Index: clash.Index}, PeerName: peerName})
+		})
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("veth pair %s/%s with index %d in %s: %v", name, peerName, clash.Index, vmtest.PeerNamespaceName, err)
 	}
