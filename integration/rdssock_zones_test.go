@@ -121,6 +121,12 @@ func TestIntegrationRowsConnectLinkLocal(t *testing.T) {
 			t.Fatalf("peer received %q from %v; want %q from %v", got, from, msg, want)
 		}
 		wantZone(t, "sender seen in the peer namespace", from, strconv.Itoa(peerIdx))
+		// The automatic warm-up before the first send to dst must have
+		// recognised the peer's ping answer, whichever way the zone of
+		// dst is spelt, instead of waiting it out.
+		if n := a.WarmUpTimeouts(); n != 0 {
+			t.Fatalf("after the first Write to %v: %d warm-up timeouts", dst, n)
+		}
 	}
 
 	// Connect filters nothing: a message from another peer arrives too.
