@@ -138,7 +138,9 @@ func (o *pingOpts) run(e *env, args []string) error {
 				readErr <- err
 				return
 			}
-			if n == 0 && from == target {
+			// The zone is compared without its spelling: the reply
+			// names it, dst may give the index.
+			if n == 0 && from.Port() == 0 && from.Addr().WithZone("") == target.Addr().WithZone("") {
 				replies <- now
 			}
 		}
