@@ -63,6 +63,8 @@ type Config struct {
 
 	// RxPathLatency lists receive-path points whose timestamps the kernel
 	// attaches as RDS_CMSG_RXPATH_LATENCY (SO_RDS_MSG_RXPATH_LATENCY).
+	// RDS/TCP and RDS/IB measure every point; the loopback transport only
+	// the last (point 0 reads 0 there, point 1 the raw clock since boot).
 	RxPathLatency []LatencyPoint
 
 	// TOS sets the type of service (SIOCRDSSETTOS) after bind. IB opens a
