@@ -30,14 +30,17 @@ import (
 // Region, which counts the registration as a user until it is freed.
 // Current kernels answer EOPNOTSUPP (errors.Is with rdssock.ErrNotSupported
 // and syscall.EOPNOTSUPP) on FRWR adapters, Soft-RoCE included; Register
-// then uses RDS_CMSG_RDMA_MAP.
+// then uses RDS_CMSG_RDMA_MAP. A socket on another transport than RDS/IB
+// gets EOPNOTSUPP too, an unbound one ENOTCONN, and one whose address no
+// RDS/IB connection has used yet ENODEV; the error text says which.
 func (c *Conn) GetMR(s Span, flags cmsg.Flags) (*MR, error) {
 	return c.getMR(netip.AddrPort{}, false, s, flags)
 }
 
-// GetMRForDest is GetMR with RDS_GET_MR_FOR_DEST: dst, the peer the
-// registration is for, tells the kernel which device to register with, so
-// no connection needs to exist yet.
+// GetMRForDest is GetMR with RDS_GET_MR_FOR_DEST, naming dst, the peer
+// the registration is for. Linux up to 7.2 at least ignores dst and
+// behaves exactly as RDS_GET_MR (net/rds/rdma.c): the device is still
+// found through an RDS/IB connection made from the bound address.
 func (c *Conn) GetMRForDest(dst netip.AddrPort, s Span, flags cmsg.Flags) (*MR, error) {
 	return c.getMR(dst, true, s, flags)
 }
@@ -84,6 +87,12 @@ func (c *Conn) rawGetMR(dst netip.AddrPort, forDest bool, s Span, flags cmsg.Fla
 		if forDest {
 			name = "RDS_GET_MR_FOR_DEST"
 		}
+		if oe, ok := err.(optErrno); ok && oe.errno == unix.EOPNOTSUPP {
+			if tr, terr := c.c.Transport(); terr == nil && tr != rdssock.TransportIB {
+				oe.transport = tr
+				err = oe
+			}
+		}
 		return 0, c.optError(name, dst, err)
 	}
 	return cmsg.Cookie(sc.cookie), nil
@@ -116,19 +125,27 @@ func (c *Conn) setsockopt(opt int, p unsafe.Pointer, n uintptr) error {
 		return cerr
 	}
 	if errno != 0 {
-		return optErrno{errno}
+		return optErrno{errno: errno}
 	}
 	return nil
 }
 
 // optErrno is a registration errno with what to do about it; errors.Is
 // matches the errno and, for EOPNOTSUPP, rdssock.ErrNotSupported.
-type optErrno struct{ errno syscall.Errno }
+type optErrno struct {
+	errno     syscall.Errno
+	transport rdssock.Transport // set when EOPNOTSUPP came from a socket not on RDS/IB
+}
 
 func (e optErrno) Error() string {
 	switch e.errno {
 	case unix.EOPNOTSUPP:
+		if e.transport != rdssock.TransportAuto {
+			return e.errno.Error() + ": only the InfiniBand transport (RDS/IB, RoCE and Soft-RoCE included) registers memory, and this socket uses " + e.transport.String() + ": bind it to an address on an RDMA device"
+		}
 		return e.errno.Error() + ": this kernel cannot register memory with RDS_GET_MR on FRWR adapters (Soft-RoCE included): use Register, which sends an RDS_CMSG_RDMA_MAP"
+	case unix.ENOTCONN:
+		return e.errno.Error() + ": the socket is not bound: bind it to an address on an InfiniBand/RoCE device first"
 	case unix.ENODEV:
 		return e.errno.Error() + ": no RDMA device serves the bound address, or no RDS/IB connection was set up from it yet: bind to an address on an InfiniBand/RoCE device"
 	}

@@ -42,11 +42,11 @@ func TestPutSockaddr(t *testing.T) {
 // A refused registration matches the errno and, for EOPNOTSUPP, rdssock's
 // sentinel, and says what to do.
 func TestOptErrno(t *testing.T) {
-	err := error(optErrno{unix.EOPNOTSUPP})
+	err := error(optErrno{errno: unix.EOPNOTSUPP})
 	if !errors.Is(err, syscall.EOPNOTSUPP) || !errors.Is(err, rdssock.ErrNotSupported) || !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("%v does not match EOPNOTSUPP and ErrNotSupported", err)
 	}
-	if err := error(optErrno{unix.ENODEV}); !errors.Is(err, syscall.ENODEV) || errors.Is(err, rdssock.ErrNotSupported) || len(err.Error()) < 40 {
+	if err := error(optErrno{errno: unix.ENODEV}); !errors.Is(err, syscall.ENODEV) || errors.Is(err, rdssock.ErrNotSupported) || len(err.Error()) < 40 {
 		t.Fatalf("ENODEV: %v", err)
 	}
 }

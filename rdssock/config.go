@@ -71,6 +71,8 @@ type Config struct {
 
 	// RxPathLatency lists receive-path points whose timestamps the kernel
 	// attaches as RDS_CMSG_RXPATH_LATENCY (SO_RDS_MSG_RXPATH_LATENCY).
+	// RDS/TCP and RDS/IB measure every point; the loopback transport only
+	// the last (point 0 reads 0 there, point 1 the raw clock since boot).
 	RxPathLatency []LatencyPoint
 
 	// TOS sets the type of service (SIOCRDSSETTOS) after bind. IB opens a
@@ -90,7 +92,8 @@ type Config struct {
 	// NetNS, if not zero, is a file descriptor of a network namespace in
 	// which to create the socket (see github.com/mdlayher/socket). Needs
 	// CAP_SYS_ADMIN. Interface names there are unknown to this process:
-	// give IPv6 zones by index; sender addresses carry the index too.
+	// give IPv6 zones by index; sender and bound addresses (LocalAddr)
+	// carry the index too.
 	NetNS int
 }
 

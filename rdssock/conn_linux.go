@@ -111,7 +111,7 @@ func (c *Conn) Bind(addr netip.AddrPort) error {
 	}
 	local := addr
 	if sa, err := c.s.Getsockname(); err == nil {
-		if ap := fromSockaddr(sa); ap.IsValid() {
+		if ap := fromSockaddr(sa, c.otherNS); ap.IsValid() {
 			local = ap
 		}
 	}

@@ -141,13 +141,21 @@ func toSockaddr(ap netip.AddrPort) (unix.Sockaddr, error) {
 	return sa, nil
 }
 
-func fromSockaddr(sa unix.Sockaddr) netip.AddrPort {
+// fromSockaddr converts what mdlayher/socket returns (getsockname), with
+// the zone choice of getZone: a socket in another network namespace gets
+// its zone as the index, since looking the name up here would name an
+// unrelated interface, or none.
+func fromSockaddr(sa unix.Sockaddr, numericZone bool) netip.AddrPort {
 	switch v := sa.(type) {
 	case *unix.SockaddrInet4:
 		return netip.AddrPortFrom(netip.AddrFrom4(v.Addr), uint16(v.Port))
 	case *unix.SockaddrInet6:
 		a := netip.AddrFrom16(v.Addr)
-		if v.ZoneId != 0 {
+		switch {
+		case v.ZoneId == 0:
+		case numericZone:
+			a = a.WithZone(zoneNumber(v.ZoneId))
+		default:
 			a = a.WithZone(zoneName(v.ZoneId))
 		}
 		return netip.AddrPortFrom(a, uint16(v.Port))

@@ -159,9 +159,12 @@ func bringUpRound(ctx context.Context, local, peer netip.Addr, cfg *Config, answ
 
 // pingUntilAnswered pings peer from s, again after pingInterval and then at
 // growing intervals, until the kernel there answers (a 0-byte message from
-// port 0).
+// port 0). The answer's zone is compared without its spelling: s reports
+// it by name (or, in another namespace, by index), while peer may give it
+// either way; s is bound to one link, so only that link's peer answers.
 func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 	target := netip.AddrPortFrom(peer, 0)
+	want := peer.WithZone("")
 	var buf [64]byte
 	interval := pingInterval
 	for {
@@ -178,7 +181,7 @@ func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 			if err != nil {
 				break
 			}
-			if n == 0 && from == target {
+			if n == 0 && from.Port() == 0 && from.Addr().WithZone("") == want {
 				cancel()
 				return nil
 			}

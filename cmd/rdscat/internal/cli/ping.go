@@ -164,7 +164,9 @@ func readPingReplies(c *rdssock.Conn, target netip.AddrPort) (<-chan time.Time, 
 				readErr <- err
 				return
 			}
-			if n == 0 && from == target {
+			// The zone is compared without its spelling: the reply
+			// names it, dst may give the index.
+			if n == 0 && from.Port() == 0 && from.Addr().WithZone("") == target.Addr().WithZone("") {
 				replies <- now
 			}
 		}
