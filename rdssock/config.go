@@ -53,14 +53,6 @@ type Config struct {
 	// the spin is noticed after it. Zero waits in the poller at once.
 	BusyPoll time.Duration
 
-	// PollerWait makes receives wait in the Go runtime poller, as sockets
-	// of the net package do, instead of in the kernel. By default a
-	// receive that finds no message sleeps in ppoll(2) on its thread, as a
-	// C program's would, which costs less CPU time per message (see
-	// kwait_linux.go); PollerWait suits programs with many goroutines
-	// blocked in receives at once, each of which holds a thread otherwise.
-	PollerWait bool
-
 	// Timestamps (SO_TIMESTAMP) attaches the receive time to each message
 	// as an SCM_TIMESTAMP control message.
 	Timestamps bool

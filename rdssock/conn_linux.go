@@ -33,8 +33,6 @@ type Conn struct {
 	busyPoll          atomic.Int64 // Config.BusyPoll in nanoseconds
 
 	readDeadline, writeDeadline deadlineMux
-	pollerWait                  bool        // Config.PollerWait: reads wait in the poller
-	kw                          kernelWaits // reads waiting in the kernel (kwait_linux.go)
 
 	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
 }
@@ -58,7 +56,6 @@ func Socket(cfg *Config) (*Conn, error) {
 	}
 	c := newConn(s, rc)
 	c.otherNS = cfg.NetNS != 0
-	c.pollerWait = cfg.PollerWait || os.Getenv("RDSSOCK_POLLER_WAIT") == "1"
 	if err := c.applyConfig(cfg); err != nil {
 		s.Close()
 		return nil, err
@@ -73,7 +70,6 @@ func Socket(cfg *Config) (*Conn, error) {
 func newConn(s *socket.Conn, rc syscall.RawConn) *Conn {
 	c := &Conn{s: s, rc: rc}
 	c.readDeadline.set, c.writeDeadline.set = s.SetReadDeadline, s.SetWriteDeadline
-	c.readDeadline.wake = c.kw.wake
 	return c
 }
 
@@ -154,7 +150,6 @@ func (c *Conn) Close() error {
 		return opError("close", c.LocalAddr(), nil, net.ErrClosed)
 	}
 	c.closeWarmUps()
-	c.kw.close()
 	c.readDeadline.release()
 	c.writeDeadline.release()
 	return opError("close", c.LocalAddr(), nil, c.s.Close())
@@ -186,18 +181,14 @@ func (c *Conn) RemoteAddr() net.Addr {
 
 // SetDeadline sets the read and write deadlines, as net.Conn does.
 func (c *Conn) SetDeadline(t time.Time) error {
-	if err := c.SetReadDeadline(t); err != nil {
+	if err := c.readDeadline.setUser(t); err != nil {
 		return err
 	}
 	return c.writeDeadline.setUser(t)
 }
 
 // SetReadDeadline sets the deadline for reads; zero means none.
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	err := c.readDeadline.setUser(t)
-	c.kw.wake()
-	return err
-}
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.readDeadline.setUser(t) }
 
 // SetWriteDeadline sets the deadline for writes; zero means none. RDS
 // sends block only while the send buffer is full.

@@ -29,17 +29,11 @@ type opWait struct {
 	run  func(fd uintptr) // bound to try
 	done bool             // the first try finished the call
 	w    ctxWaiter
-
-	kernelRun func(fd uintptr) // bound to runKernelWait
-	conn      *Conn            // during a wait in the kernel
-	kctx      context.Context  // its context, nil if it cannot end
-	kerr      error            // its outcome
 }
 
 func (o *opWait) bind(f func(uintptr) bool) {
 	o.f = f
 	o.run = o.try
-	o.kernelRun = o.runKernelWait
 }
 
 func (o *opWait) try(fd uintptr) { o.done = o.f(fd) }
@@ -58,7 +52,6 @@ func (o *opWait) try(fd uintptr) { o.done = o.f(fd) }
 type deadlineMux struct {
 	mu      sync.Mutex
 	set     func(time.Time) error // the socket's SetReadDeadline or SetWriteDeadline
-	wake    func()                // wakes the calls waiting in the kernel; nil if none do
 	user    time.Time             // set with SetDeadline/SetReadDeadline/SetWriteDeadline
 	waiters map[*ctxWaiter]struct{}
 	applied time.Time // what the poller has; zero: no deadline
@@ -190,9 +183,6 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 		}
 	}
 	_ = m.applyLocked()
-	if m.wake != nil {
-		m.wake()
-	}
 }
 
 func (m *deadlineMux) end(w *ctxWaiter, gen uint64) {
@@ -203,9 +193,6 @@ func (m *deadlineMux) end(w *ctxWaiter, gen uint64) {
 	}
 	w.done = true
 	_ = m.applyLocked()
-	if m.wake != nil {
-		m.wake()
-	}
 }
 
 func (m *deadlineMux) remove(w *ctxWaiter) {
@@ -243,9 +230,6 @@ func (m *deadlineMux) release() {
 // With a context that can end, it first runs f once outside the poller:
 // most calls find the socket ready, and then they skip the registration.
 func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
-	if !write && !c.pollerWait {
-		return c.waitInKernel(ctx, ow)
-	}
 	if ctx != nil && ctx.Done() != nil {
 		if err := ctx.Err(); err != nil {
 			return err

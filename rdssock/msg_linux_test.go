@@ -15,17 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pairPollerWait is Config.PollerWait for the sockets pair returns:
-// TestPollerWait runs the wait tests again with it set.
-var pairPollerWait bool
-
 func pair(t *testing.T) (*Conn, *Conn) {
 	t.Helper()
 	a, b, err := socketpairConns()
 	if err != nil {
 		t.Fatalf("socketpair: %v", err)
 	}
-	a.pollerWait, b.pollerWait = pairPollerWait, pairPollerWait
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }

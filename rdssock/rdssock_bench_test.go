@@ -85,24 +85,17 @@ func BenchmarkBatch32Control(b *testing.B) {
 	}
 }
 
-// BenchmarkRoundTrip is a 64-byte request/response between two
-// goroutines: each ReadMsg finds nothing and waits, in the kernel (the
-// default) or in the runtime poller (Config.PollerWait), until the peer's
-// write. Compare BenchmarkRoundTripBlocking. cpu-ns/op is the process's
-// user and system time per round trip.
-func BenchmarkRoundTrip(b *testing.B) {
-	b.Run("kernel", func(b *testing.B) { benchRoundTrip(b, false) })
-	b.Run("poller", func(b *testing.B) { benchRoundTrip(b, true) })
-}
-
-func benchRoundTrip(b *testing.B, pollerWait bool) {
+// BenchmarkRoundTripPoller is a 64-byte request/response between two
+// goroutines: each ReadMsg finds nothing, parks in the runtime poller and
+// is woken by the peer's write. Compare BenchmarkRoundTripBlocking.
+// cpu-ns/op is the process's user and system time per round trip.
+func BenchmarkRoundTripPoller(b *testing.B) {
 	x, y, err := socketpairConns()
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer x.Close()
 	defer y.Close()
-	x.pollerWait, y.pollerWait = pollerWait, pollerWait
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 64)
@@ -137,7 +130,7 @@ func benchRoundTrip(b *testing.B, pollerWait bool) {
 	}
 }
 
-// BenchmarkRoundTripBlocking is BenchmarkRoundTrip with blocking
+// BenchmarkRoundTripBlocking is BenchmarkRoundTripPoller with blocking
 // sockets and raw sendmsg/recvmsg, as a C program would do it: the
 // reference for what the poller costs per round trip.
 func BenchmarkRoundTripBlocking(b *testing.B) {

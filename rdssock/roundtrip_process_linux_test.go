@@ -18,12 +18,12 @@ import (
 // BenchmarkRoundTripProcess is a 64-byte request/response between two
 // processes, as between an RDS client and server: each side waits for the
 // other's message, then answers. The peer is this test binary run again
-// (TestRoundTripEchoProcess). Sub-benchmarks: both sides Conns waiting in
-// the kernel (the default), both waiting in the runtime poller
-// (Config.PollerWait), and both blocking system calls on a blocking socket,
-// as C does. cpu-ns/op counts both processes.
+// (TestRoundTripEchoProcess). Sub-benchmarks: both sides Conns (waiting in
+// the runtime poller), and both blocking system calls on a blocking socket,
+// as C does. cpu-ns/op-client and -server are each process's CPU time per
+// round trip.
 func BenchmarkRoundTripProcess(b *testing.B) {
-	for _, mode := range []string{"kernel", "poller", "blocking"} {
+	for _, mode := range []string{"conn", "blocking"} {
 		b.Run(mode, func(b *testing.B) { benchRoundTripProcess(b, mode) })
 	}
 }
@@ -125,7 +125,6 @@ func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv
 		tb.Fatal(err)
 	}
 	c := newConn(s, rc)
-	c.pollerWait = mode == "poller"
 	return func(b []byte) error { _, err := c.WriteMsg(b, nil, noAddr); return err },
 		func(b []byte) (int, error) { n, _, _, _, err := c.ReadMsg(b, nil); return n, err }
 }

@@ -11,31 +11,6 @@ import (
 	"time"
 )
 
-// TestPollerWait runs the tests of waiting receives with Config.PollerWait,
-// so that both ways of waiting (in the kernel, the default, and in the
-// runtime poller) keep their deadlines, contexts and Close.
-func TestPollerWait(t *testing.T) {
-	pairPollerWait = true
-	defer func() { pairPollerWait = false }()
-	for name, test := range map[string]func(*testing.T){
-		"ReadDeadline":                            TestReadDeadline,
-		"ReadMsgContextCancel":                    TestReadMsgContextCancel,
-		"ReadMsgContextDeadline":                  TestReadMsgContextDeadline,
-		"CloseUnblocksRead":                       TestCloseUnblocksRead,
-		"AllocReadWriteMsg":                       TestAllocReadWriteMsg,
-		"AllocReadWriteMsgCancelableContext":      TestAllocReadWriteMsgCancelableContext,
-		"ConcurrentContexts":                      TestConcurrentContexts,
-		"ContextKeepsUserDeadline":                TestContextKeepsUserDeadline,
-		"ContextStress":                           TestContextStress,
-		"ContextDeadlineLeftBehind":               TestContextDeadlineLeftBehind,
-		"DeadlineMovedWakesRead":                  TestDeadlineMovedWakesRead,
-		"CloseUnblocksReadsWithAndWithoutContext": TestCloseUnblocksReadsWithAndWithoutContext,
-		"AllocWaitingRead":                        TestAllocWaitingRead,
-	} {
-		t.Run(name, test)
-	}
-}
-
 // TestDeadlineMovedWakesRead: a receive waiting with no deadline returns
 // when another goroutine sets one in the past, and a receive waiting with a
 // distant deadline returns at a nearer one set while it waits.
