@@ -44,7 +44,7 @@ func benchRoundTripProcess(b *testing.B, mode string) {
 		b.Fatal(err)
 	}
 	peer.Close()
-	send, recv := echoSide(b, fds[0], mode)
+	send, recv, closeSide := echoSide(b, fds[0], mode)
 	req := make([]byte, 64)
 	// The first round trip waits for the peer to start.
 	if err := send(req); err != nil {
@@ -81,7 +81,7 @@ func benchRoundTripProcess(b *testing.B, mode string) {
 	if err != nil {
 		b.Fatalf("peer's CPU time %q: %v", reply[:n], err)
 	}
-	unix.Close(fds[0])
+	closeSide()
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("echo process: %v", err)
 	}
@@ -90,8 +90,9 @@ func benchRoundTripProcess(b *testing.B, mode string) {
 	b.ReportMetric(float64(peerCPU)/float64(b.N), "cpu-ns/op-server")
 }
 
-// echoSide returns send and receive functions on fd for mode.
-func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv func([]byte) (int, error)) {
+// echoSide returns send and receive functions on fd for mode, and what
+// closes fd (once it is a Conn's, only the Conn may close it).
+func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv func([]byte) (int, error), closeFD func()) {
 	if mode == "blocking" {
 		runtime.LockOSThread()
 		call := func(trap uintptr, b []byte) (int, error) {
@@ -111,7 +112,8 @@ func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv
 			}
 		}
 		return func(b []byte) error { _, err := call(unix.SYS_SENDMSG, b); return err },
-			func(b []byte) (int, error) { return call(unix.SYS_RECVMSG, b) }
+			func(b []byte) (int, error) { return call(unix.SYS_RECVMSG, b) },
+			func() { unix.Close(fd) }
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		tb.Fatal(err)
@@ -126,7 +128,8 @@ func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv
 	}
 	c := newConn(s, rc)
 	return func(b []byte) error { _, err := c.WriteMsg(b, nil, noAddr); return err },
-		func(b []byte) (int, error) { n, _, _, _, err := c.ReadMsg(b, nil); return n, err }
+		func(b []byte) (int, error) { n, _, _, _, err := c.ReadMsg(b, nil); return n, err },
+		func() { c.Close() }
 }
 
 // TestRoundTripEchoProcess is BenchmarkRoundTripProcess's peer: it answers
@@ -138,7 +141,7 @@ func TestRoundTripEchoProcess(t *testing.T) {
 	if mode == "" {
 		return
 	}
-	send, recv := echoSide(t, 3, mode)
+	send, recv, _ := echoSide(t, 3, mode)
 	buf := make([]byte, 64)
 	var start int64
 	for first := true; ; first = false {
