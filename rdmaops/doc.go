@@ -189,14 +189,18 @@
 // adapter), the kernel cannot finish shutting it down while a
 // registration made over it is alive (rds_ib_conn_path_shutdown waits
 // for them, in the work queue all RDS connections share, so no other one
-// comes up meanwhile). Freeing the registration is not enough; closing
-// the socket that holds it is (measured on Linux 6.1 and 6.12). Until
-// then the connection stays down: no message gets through, and the
-// operations that were on their way get no status (RDS_RDMA_DROPPED
-// comes once it is back). An owner that sees a peer's operation fail, or
-// loses contact (Connections shows its connection to the peer down),
-// should close and reopen its socket and register again;
-// examples/rdmawrite does.
+// comes up meanwhile). Until then the connection stays down: no message
+// gets through, and the operations that were on their way get no status
+// (RDS_RDMA_DROPPED comes once it is back). A plain C program
+// (bench/cbaseline/resetstall.c, run by examples/rdmawrite's
+// TestIntegrationExampleReset) saw this on Linux 6.1 and 6.12, and saw
+// the connection come back once the owner freed the registration and
+// flushed (MR.Free, Conn.Flush); TestBogusAndStaleCookies in
+// integration/rdmafaults saw it come back only once the owner's socket
+// was closed. An owner that sees a peer's operation fail, or loses
+// contact (Connections shows its connection to the peer down), should
+// close and reopen its socket and register again; examples/rdmawrite
+// does.
 //
 // BUG(rds): When the RDMA device goes away, operations already posted end
 // as RDS_RDMA_DROPPED and are not retried, and one not yet posted goes
