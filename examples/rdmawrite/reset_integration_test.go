@@ -86,7 +86,7 @@ func resetStallC(t *testing.T) {
 		p, _ := ports()
 		ports() // the program uses four ports from p on
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		marks := len(kernelLog("disconnecting and reconnecting"))
+		marks, resets := len(kernelLog("disconnecting and reconnecting")), connResets(t)
 		out, err := exec.CommandContext(ctx, bin, vmtest.IBAddr1.String(), vmtest.IBAddr2.String(), strconv.Itoa(int(p.Port())), "5000", flags).CombinedOutput()
 		cancel()
 		line := strings.TrimSpace(string(out))
@@ -95,9 +95,10 @@ func resetStallC(t *testing.T) {
 			t.Fatalf("resetstall-c: %v", err)
 		}
 		drops := kernelLog("disconnecting and reconnecting")
-		t.Logf("connection drops logged: %q", drops[min(marks, len(drops)):])
-		if len(drops) <= marks {
-			t.Errorf("the kernel logged no connection drop after the C program's fault")
+		n := connResets(t) - resets
+		t.Logf("connection paths reset: %d; drops logged: %q", n, drops[min(marks, len(drops)):])
+		if n == 0 {
+			t.Errorf("no RDS connection was reset (conn_reset did not move) by the C program's fault")
 		}
 		if field(t, line, "baseline_success") != 16 || field(t, line, "baseline_msgs") != 16 {
 			t.Fatalf("the C program's 16 READs without a fault did not all succeed and deliver: %s", line)
@@ -109,6 +110,28 @@ func resetStallC(t *testing.T) {
 			t.Errorf("not every operation got a status by 20 s after the passive socket was closed: %s", line)
 		}
 	}
+}
+
+// connResets returns the kernel's conn_reset counter: how many RDS
+// connection paths finished shutting down (the kernel does not always log
+// the drop: on 7.2 it did not, once each way).
+func connResets(t *testing.T) uint64 {
+	s, err := rdssock.Listen(netip.AddrPortFrom(vmtest.IBAddr2, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cs, err := s.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Name == "conn_reset" {
+			return c.Value
+		}
+	}
+	t.Fatal("the kernel has no RDS counter conn_reset")
+	return 0
 }
 
 // txSeq returns the next send sequence number of the RDS/IB connection
@@ -184,7 +207,7 @@ func TestIntegrationExampleReset(t *testing.T) {
 				aerr = run(context.Background(), append([]string{"-role", "active", "-local", a.String(), "-peer", p.String()}, common...), &aout)
 				aend = time.Since(start)
 			}()
-			marks := len(kernelLog("disconnecting and reconnecting"))
+			marks, resets := len(kernelLog("disconnecting and reconnecting")), connResets(t)
 			// The fault comes once the active side's connection carried
 			// 2000 more messages: well into the run, far from its end.
 			if !sentMore(t, base, 2000, time.Minute) {
@@ -198,15 +221,16 @@ func TestIntegrationExampleReset(t *testing.T) {
 			wg.Wait()
 			stall.Stop()
 			drops := kernelLog("disconnecting and reconnecting")
-			t.Logf("fault at %v; passive ended at %v, active at %v; connection drops logged: %q", faultAt, pend, aend, drops[min(marks, len(drops)):])
+			n := connResets(t) - resets
+			t.Logf("fault at %v; passive ended at %v, active at %v; connection paths reset: %d; drops logged: %q", faultAt, pend, aend, n, drops[min(marks, len(drops)):])
 			if perr != nil || aerr != nil {
 				t.Fatalf("passive: %v (%q), active: %v (%q)", perr, pout.String(), aerr, aout.String())
 			}
 			al, pl := strings.TrimSpace(aout.String()), strings.TrimSpace(pout.String())
 			t.Log(al)
 			t.Log(pl)
-			if len(drops) <= marks {
-				t.Errorf("the kernel logged no connection drop after the fault")
+			if n == 0 {
+				t.Errorf("no RDS connection was reset (conn_reset did not move) by the fault")
 			}
 			if field(t, al, "ops") != ops || field(t, al, "failed") != 0 || field(t, al, "verified") != ops {
 				t.Errorf("active side: %s; want %d operations, all verified", al, ops)
