@@ -169,12 +169,16 @@ const quiet = time.Second
 // connUp reports whether the kernel's connection from the local address
 // to the peer's is up.
 func connUp(c *rdmaops.Conn, cfg *config) bool {
+	v4 := cfg.local.Addr().Is4()
 	conns, err := c.Socket().Connections()
+	if !v4 {
+		conns, err = c.Socket().Connections6() // no TOS in this table
+	}
 	if err != nil {
 		return true // cannot tell: keep waiting
 	}
 	for _, cn := range conns {
-		if cn.Local == cfg.local.Addr() && cn.Remote == cfg.peer.Addr() && cn.TOS == 0 {
+		if cn.Local == cfg.local.Addr() && cn.Remote == cfg.peer.Addr() && (!v4 || cn.TOS == 0) {
 			return cn.Flags&rdssock.ConnConnected != 0
 		}
 	}
