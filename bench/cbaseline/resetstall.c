@@ -26,7 +26,9 @@
  * Measured on Debian's 6.1 and 6.12 (one VM, Soft-RoCE): nothing while
  * held; all 16 statuses (dropped, and remote error for one not yet posted
  * that went out with the freed key) within the freed phase, with either
- * FREE_FLAGS; no immediate data of the 16 ever arrives.
+ * FREE_FLAGS; no immediate data of the 16 ever arrives. The same on 6.12
+ * with the owner on either address, setting the connection up or not,
+ * on TOS values 50-53.
  *
  * Output, one line:
  *   RESETSTALL|free_flags=N|baseline_success=N|baseline_msgs=N|fault=STATUS|held_ms=N|
@@ -35,7 +37,12 @@
  * (one line; closed_ms: from the close to the last status). Exit status 0
  * unless setup failed (1) or usage (2).
  *
- *   resetstall-c PASSIVE_IP ACTIVE_IP PORT [HOLD_MS [FREE_FLAGS]]
+ *   resetstall-c PASSIVE_IP ACTIVE_IP PORT [HOLD_MS [FREE_FLAGS [OWNER_FIRST [TOS]]]]
+ *
+ * With OWNER_FIRST 1 the passive socket (the owner of the registration)
+ * sends the first hello, so that its side sets the connection up; TOS
+ * (default 0) gives the three sockets a type of service, hence a
+ * connection of their own.
  *
  * Build: gcc -O2 -static -Wall -Wextra -Werror -o resetstall-c resetstall.c
  */
@@ -50,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -61,6 +69,11 @@
 #ifndef SOL_RDS
 #define SOL_RDS 276
 #endif
+#ifndef SIOCRDSSETTOS
+#define SIOCRDSSETTOS 0x89E0
+#endif
+
+static uint8_t tos;
 
 enum { DEPTH = 16, PAGES = 16 };
 
@@ -92,6 +105,8 @@ static int bound(struct in_addr ip, int port)
 		fail("socket(AF_RDS): %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		fail("bind %s:%d: %s", inet_ntoa(ip), port, strerror(errno));
+	if (tos && ioctl(fd, SIOCRDSSETTOS, &tos) < 0)
+		fail("SIOCRDSSETTOS %u: %s", tos, strerror(errno));
 	return fd;
 }
 
@@ -267,8 +282,8 @@ static void reads(int a, struct in_addr pip, int port, uint64_t ck, unsigned cha
 
 int main(int argc, char **argv)
 {
-	if (argc < 4 || argc > 6) {
-		fprintf(stderr, "usage: resetstall-c PASSIVE_IP ACTIVE_IP PORT [HOLD_MS [FREE_FLAGS]]\n");
+	if (argc < 4 || argc > 8) {
+		fprintf(stderr, "usage: resetstall-c PASSIVE_IP ACTIVE_IP PORT [HOLD_MS [FREE_FLAGS [OWNER_FIRST [TOS]]]]\n");
 		return 2;
 	}
 	struct in_addr pip, aip;
@@ -279,11 +294,18 @@ int main(int argc, char **argv)
 	int port = atoi(argv[3]);
 	int hold = argc >= 5 ? atoi(argv[4]) : 5000;
 	uint64_t free_flags = argc >= 6 ? strtoull(argv[5], NULL, 0) : RDS_RDMA_INVALIDATE;
+	int owner_first = argc >= 7 && atoi(argv[6]) != 0;
+	tos = argc >= 8 ? (uint8_t)atoi(argv[7]) : 0;
 	pagesz = sysconf(_SC_PAGESIZE);
 
 	int p = bound(pip, port), a = bound(aip, port + 1), f = bound(aip, port + 2);
-	hello(a, p, pip, port);
-	hello(p, a, aip, port + 1);
+	if (owner_first) {
+		hello(p, a, aip, port + 1);
+		hello(a, p, pip, port);
+	} else {
+		hello(a, p, pip, port);
+		hello(p, a, aip, port + 1);
+	}
 
 	unsigned char *mem = mmap(NULL, PAGES * (size_t)pagesz, PROT_READ | PROT_WRITE,
 				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -354,9 +376,9 @@ int main(int argc, char **argv)
 	if (fault < 0 && recv_one(f, 0, &r) && r.nstatus)
 		fault = r.status[0];
 
-	printf("RESETSTALL|free_flags=%llu|baseline_success=%d|baseline_msgs=%d|fault=%d|held_ms=%d|held_status=%d|held_msgs=%d|"
+	printf("RESETSTALL|owner_first=%d|tos=%u|free_flags=%llu|baseline_success=%d|baseline_msgs=%d|fault=%d|held_ms=%d|held_status=%d|held_msgs=%d|"
 	       "freed_status=%d|freed_msgs=%d|closed_status=%d|closed_ms=%lld|success=%d|remote_error=%d|dropped=%d|other=%d\n",
-	       (unsigned long long)free_flags, base.n[RDS_RDMA_SUCCESS], base.msgs, fault, hold, held.status, held.msgs, freed.status - held.status,
+	       owner_first, tos, (unsigned long long)free_flags, base.n[RDS_RDMA_SUCCESS], base.msgs, fault, hold, held.status, held.msgs, freed.status - held.status,
 	       freed.msgs - held.msgs, closed.status - freed.status,
 	       (long long)(closed.status > freed.status ? closed.last_ms - at : -1), closed.n[RDS_RDMA_SUCCESS],
 	       closed.n[RDS_RDMA_REMOTE_ERROR], closed.n[RDS_RDMA_DROPPED], closed.n[RDS_RDMA_CANCELED] + closed.n[4]);
