@@ -184,11 +184,23 @@
 // registration's length and flags. Only the page boundary protects memory:
 // use Regions, never memory that shares pages with other data.
 //
-// BUG(rds): After a remote access error the kernel tears the RDS/IB
-// connection down, and on Linux 6.1 the teardown hangs, holding up every
-// RDS/IB connection, until the socket that registered memory over that
-// connection is closed. An owner that sees a peer's operation fail, or
-// loses contact, should close and reopen its socket and register again.
+// BUG(rds): When an RDS/IB connection goes down, whatever the cause (a
+// remote access error, the transport retry error of an overloaded
+// adapter), the kernel cannot finish shutting it down while a
+// registration made over it is alive (rds_ib_conn_path_shutdown waits
+// for them, in the work queue all RDS connections share, so no other one
+// comes up meanwhile). Until then the connection stays down: no message
+// gets through, and the operations that were on their way get no status
+// (RDS_RDMA_DROPPED comes once it is back). A plain C program
+// (integration/internal/bench/cbaseline/resetstall.c, run by examples/rdmawrite's
+// TestIntegrationExampleReset) saw this on Linux 6.1 and 6.12, and saw
+// the connection come back once the owner freed the registration and
+// flushed (MR.Free, Conn.Flush); TestBogusAndStaleCookies in
+// integration/rdmafaults saw it come back only once the owner's socket
+// was closed. An owner that sees a peer's operation fail, or loses
+// contact (Connections shows its connection to the peer down), should
+// close and reopen its socket and register again; examples/rdmawrite
+// does.
 //
 // BUG(rds): When the RDMA device goes away, operations already posted end
 // as RDS_RDMA_DROPPED and are not retried, and one not yet posted goes

@@ -15,6 +15,11 @@
 //	rdmawrite -role active -local 10.0.0.2:4000 -peer 10.0.0.1:4000 -op write -depth 16
 //
 // Each side prints one RESULT line.
+//
+// It survives the loss of its RDS/IB connection: the passive side drops
+// its key and registers again, the active side lets its operations in
+// flight finish and issues the failed ones again (see the protocol notes
+// in the source).
 package main
 
 import (
@@ -84,15 +89,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	// WaitCongested: a send to a congested port waits in the runtime
 	// poller instead of failing.
-	sock, err := rdssock.Listen(cfg.local, &rdssock.Config{WaitCongested: true})
+	open := func() (*rdmaops.Conn, error) {
+		sock, err := rdssock.Listen(cfg.local, &rdssock.Config{WaitCongested: true})
+		if err != nil {
+			return nil, err
+		}
+		return rdmaops.New(sock, nil, nil), nil
+	}
+	if cfg.role == "passive" {
+		return passive(ctx, open, &cfg, out)
+	}
+	c, err := open()
 	if err != nil {
 		return err
 	}
-	c := rdmaops.New(sock, nil, nil)
 	defer c.Close()
-	if cfg.role == "passive" {
-		return passive(ctx, c, &cfg, out)
-	}
 	return active(ctx, c, &cfg, out)
 }
 
@@ -129,10 +140,56 @@ func checkWrite(b []byte, seq uint64) bool {
 // READs fetch.
 func readByte(off int) byte { return byte(off*13 + off>>8 + 5) }
 
-// passive registers its buffer once the active side says hello, then
+// The protocol. The active side says "hello E" for its epoch E (1, then
+// one more after each recovery); the passive side registers its buffer
+// for the first hello of a new epoch and announces the key with
+// "buffer E N R". "ack N" says that the passive side has the immediate
+// data of operations 0..N-1. "reset R N" says that the passive side lost
+// contact and dropped its key (its Rth time). "done N" ends the run and
+// "bye" answers it.
+//
+// Recovery. When an RDS/IB connection goes down, the kernel cannot finish
+// shutting it down, and so cannot reconnect, while a registration made
+// over it is alive: only closing the socket that holds it lets go (see
+// the BUG notes of package rdmaops). Until then no message and no
+// operation status gets through. So the passive side, after a quiet
+// second with its connection to the peer not up, closes its socket,
+// opens it again and says "reset". Once the connection is back, the
+// kernel reports the operations that were on their way as dropped (it
+// never retransmits RDMA), with their immediate data; the active side
+// lets every operation in flight finish, asks for a new key and issues
+// again from the first operation that failed. The passive side takes the
+// immediate data of each operation once, in order.
+
+// quiet is how long the passive side waits for a message before it looks
+// at its connection, and how long the active side waits for an answer
+// before it says hello again.
+const quiet = time.Second
+
+// connUp reports whether the kernel's connection from the local address
+// to the peer's is up.
+func connUp(c *rdmaops.Conn, cfg *config) bool {
+	v4 := cfg.local.Addr().Is4()
+	conns, err := c.Socket().Connections()
+	if !v4 {
+		conns, err = c.Socket().Connections6() // no TOS in this table
+	}
+	if err != nil {
+		return true // cannot tell: keep waiting
+	}
+	for _, cn := range conns {
+		if cn.Local == cfg.local.Addr() && cn.Remote == cfg.peer.Addr() && (!v4 || cn.TOS == 0) {
+			return cn.Flags&rdssock.ConnConnected != 0
+		}
+	}
+	return false
+}
+
+// passive registers its buffer when the active side says hello, then
 // reads the immediate data of every operation and verifies WRITEs in
-// place, until the active side says done.
-func passive(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) error {
+// place, until the active side says done. It recovers from a lost
+// connection as described above.
+func passive(ctx context.Context, open func() (*rdmaops.Conn, error), cfg *config, out io.Writer) error {
 	region, err := rdmaops.NewRegion(slots(cfg) * cfg.size)
 	if err != nil {
 		return err
@@ -142,33 +199,88 @@ func passive(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) e
 	for off := range mem {
 		mem[off] = readByte(off)
 	}
+	c, err := open()
+	if err != nil {
+		return err
+	}
+	var mr *rdmaops.MR
+	defer func() {
+		c.Close()
+		if mr != nil {
+			mr.Free()
+		}
+	}()
 	buf := make([]byte, 256)
-	var registered bool
-	var got, verified, bad uint64
-	var ack [32]byte
+	var epoch, next, dup, gap, verified, bad, resets uint64
+	var ack [64]byte
+	send := func(ctx context.Context, b []byte) error {
+		_, err := c.Socket().WriteMsgContext(ctx, b, nil, cfg.peer)
+		return err
+	}
 	for {
-		m, err := c.ReadMsg(ctx, buf, nil)
+		rctx, cancel := context.WithTimeout(ctx, quiet)
+		m, err := c.ReadMsg(rctx, buf, nil)
+		cancel()
 		if err != nil {
-			return err
+			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			if mr != nil && !connUp(c, cfg) {
+				// Lost contact: only closing the socket lets the
+				// kernel reconnect.
+				c.Close()
+				mr.Free()
+				mr = nil
+				resets++
+				if c, err = open(); err != nil {
+					return err
+				}
+			}
+			if mr == nil && resets > 0 {
+				sctx, cancel := context.WithTimeout(ctx, quiet)
+				send(sctx, fmt.Appendf(ack[:0], "reset %d %d", resets, next))
+				cancel()
+			}
+			continue
 		}
 		if m.From != cfg.peer {
 			continue
 		}
 		msg := buf[:m.N]
 		switch {
-		case string(msg) == "hello":
-			if registered {
+		case len(msg) > 6 && string(msg[:6]) == "hello ":
+			e, _ := strconv.ParseUint(string(msg[6:]), 10, 64)
+			if mr != nil && e <= epoch {
 				continue // a repeated hello
 			}
-			// The cookie travels to the peer with this message.
-			if _, err := c.Register(ctx, region.Span(0, len(mem)), cmsg.FlagReadWrite, cfg.peer, []byte("buffer")); err != nil {
-				return fmt.Errorf("register: %w", err)
+			if mr != nil {
+				mr.Free()
+				mr = nil
 			}
-			registered = true
+			// The key travels to the peer with this message.
+			mr, err = c.Register(ctx, region.Span(0, len(mem)), cmsg.FlagReadWrite, cfg.peer, fmt.Appendf(nil, "buffer %d %d %d", e, next, resets))
+			if err != nil {
+				// The connection may be coming up again: the next
+				// hello tries again.
+				fmt.Fprintf(os.Stderr, "rdmawrite: register: %v\n", err)
+				mr = nil
+				continue
+			}
+			epoch = e
 		case len(msg) == 16:
 			// Immediate data: operation seq, into or from slot.
 			seq, slot := binary.LittleEndian.Uint64(msg), int(binary.LittleEndian.Uint64(msg[8:]))
-			got++
+			switch {
+			case seq < next:
+				// Its operation was reported failed after it
+				// executed, and issued again.
+				dup++
+				continue
+			case seq > next:
+				gap++
+				continue
+			}
+			next++
 			if cfg.op == "write" {
 				// The WRITE's data is in place before its immediate
 				// data arrives, and the slot is not written again
@@ -179,31 +291,77 @@ func passive(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) e
 					bad++
 				}
 			}
-			if got%uint64(cfg.depth) == 0 {
+			if next%uint64(cfg.depth) == 0 {
 				// Acknowledge, so the active side may use the slots
 				// of the operations seen so far again.
-				if _, err := c.Socket().WriteMsgContext(ctx, strconv.AppendUint(append(ack[:0], "ack "...), got, 10), nil, cfg.peer); err != nil {
+				if err := send(ctx, strconv.AppendUint(append(ack[:0], "ack "...), next, 10)); err != nil {
 					return err
 				}
 			}
 		case len(msg) > 5 && string(msg[:5]) == "done ":
-			var n uint64
-			fmt.Sscan(string(msg[5:]), &n)
-			fmt.Fprintf(out, "RESULT role=passive op=%s ops=%d immediate=%d verified=%d bad=%d\n", cfg.op, n, got, verified, bad)
-			if got != n || bad != 0 {
-				return fmt.Errorf("%d operations, %d immediate data messages, %d with bad data", n, got, bad)
+			n, _ := strconv.ParseUint(string(msg[5:]), 10, 64)
+			if err := send(ctx, []byte("bye")); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "RESULT role=passive op=%s ops=%d immediate=%d verified=%d bad=%d duplicate=%d gap=%d resets=%d\n", cfg.op, n, next, verified, bad, dup, gap, resets)
+			lingerBye(ctx, c, cfg, buf)
+			if next != n || bad != 0 || gap != 0 {
+				return fmt.Errorf("%d operations, %d immediate data messages, %d with bad data, %d out of order", n, next, bad, gap)
 			}
 			return nil
 		}
 	}
 }
 
-// active learns the passive side's cookie, then keeps depth operations in
+// lingerBye answers a repeated "done" until the active side is quiet.
+func lingerBye(ctx context.Context, c *rdmaops.Conn, cfg *config, buf []byte) {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, quiet/2)
+		m, err := c.ReadMsg(rctx, buf, nil)
+		cancel()
+		if err != nil {
+			return
+		}
+		if m.From == cfg.peer && m.N > 5 && string(buf[:5]) == "done " {
+			c.Socket().WriteMsgContext(ctx, []byte("bye"), nil, cfg.peer)
+		}
+	}
+}
+
+// peerState is what the active side knows of the passive side.
+type peerState struct {
+	cookie cmsg.Cookie
+	epoch  uint64 // of the hello that cookie answered
+	acked  uint64 // operations whose immediate data the passive side has
+	resets uint64 // highest "reset R" seen
+	stale  bool   // the passive side dropped the key
+}
+
+// note takes in a message from the passive side other than a key.
+func (p *peerState) note(msg []byte) {
+	if n, ok := parseAck(msg); ok {
+		p.acked = max(p.acked, n)
+		return
+	}
+	var r, n uint64
+	if k, _ := fmt.Sscanf(string(msg), "reset %d %d", &r, &n); k == 2 {
+		p.acked = max(p.acked, n)
+		if r > p.resets {
+			p.resets = r
+			p.stale = true
+		}
+	}
+}
+
+// active learns the passive side's key, then keeps depth operations in
 // flight: it waits for the oldest one before it reuses its local slot, and
 // for the passive side's acknowledgement before it reuses a remote slot.
+// When an operation fails or the passive side reports a reset, it lets
+// the operations in flight finish, asks for a new key and goes back to
+// the first operation that failed.
 func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) error {
-	cookie, err := hello(ctx, c, cfg)
-	if err != nil {
+	var peer peerState
+	if err := hello(ctx, c, cfg, &peer); err != nil {
 		return err
 	}
 	region, err := rdmaops.NewRegion(cfg.depth * cfg.size)
@@ -216,24 +374,29 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 	imm := make([][16]byte, cfg.depth)
 	seqs := make([]uint64, cfg.depth)
 	toks := make([]barrier.Token, cfg.depth)
+	busy := make([]bool, cfg.depth)
 	for i := range ops {
 		spans[i] = region.Span(i*cfg.size, cfg.size)
-		ops[i] = rdmaops.Op{Write: cfg.op == "write", Remote: cookie, Local: spans[i : i+1], Payload: imm[i][:]}
+		ops[i] = rdmaops.Op{Write: cfg.op == "write", Local: spans[i : i+1], Payload: imm[i][:]}
 		if cfg.op == "read" {
 			// The immediate data goes out once the READ is done.
 			ops[i].Flags = cmsg.FlagFence
 		}
 	}
-	var failed, verified, acked uint64
+	var retried, recoveries uint64
+	ok := make([]bool, cfg.ops)
+	failedFrom := uint64(cfg.ops) // the first operation that failed
 	buf := make([]byte, 64)
 	// finish waits for the operation in slot i and checks it.
 	finish := func(i int) error {
+		busy[i] = false
 		st, err := c.Wait(ctx, toks[i])
 		if err != nil {
 			return err
 		}
 		if st.Err() != nil {
-			failed++
+			retried++
+			failedFrom = min(failedFrom, seqs[i])
 			return nil
 		}
 		if cfg.op == "read" {
@@ -245,79 +408,156 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 				}
 			}
 		}
-		verified++
+		ok[seqs[i]] = true
 		return nil
 	}
 	start := time.Now()
-	for seq := uint64(0); seq < uint64(cfg.ops); seq++ {
-		i := int(seq % uint64(cfg.depth))
-		if seq >= uint64(cfg.depth) {
-			if err := finish(i); err != nil {
-				return err
+	seq := uint64(0)
+	for {
+	issue:
+		for seq < uint64(cfg.ops) && failedFrom == uint64(cfg.ops) && !peer.stale {
+			i := int(seq % uint64(cfg.depth))
+			if busy[i] {
+				if err := finish(i); err != nil {
+					return err
+				}
+				if failedFrom != uint64(cfg.ops) {
+					break
+				}
 			}
-		}
-		// The passive side's slot rs is free once it acknowledged the
-		// operation that used it before. Its acknowledgements are
-		// ordinary messages: ReadMsg returns them, also those that
-		// arrived while Wait was reading the socket.
-		for seq >= acked+uint64(slots(cfg)) {
-			m, err := c.ReadMsg(ctx, buf, nil)
+			// The passive side's slot rs is free once it acknowledged
+			// the operation that used it before. Its acknowledgements
+			// are ordinary messages: ReadMsg returns them, also those
+			// that arrived while Wait was reading the socket.
+			for seq >= peer.acked+uint64(slots(cfg)) {
+				m, err := c.ReadMsg(ctx, buf, nil)
+				if err != nil {
+					return fmt.Errorf("waiting for an acknowledgement: %w", err)
+				}
+				if m.From == cfg.peer {
+					peer.note(buf[:m.N])
+				}
+				if peer.stale {
+					break issue
+				}
+			}
+			rs := seq % uint64(slots(cfg))
+			op := &ops[i]
+			op.Remote = peer.cookie
+			op.RemoteOffset = rs * uint64(cfg.size)
+			if op.Write {
+				fillWrite(spans[i].Bytes(), seq)
+			} else {
+				clear(spans[i].Bytes())
+			}
+			binary.LittleEndian.PutUint64(imm[i][:], seq)
+			binary.LittleEndian.PutUint64(imm[i][8:], rs)
+			seqs[i] = seq
+			toks[i], err = c.Do(ctx, cfg.peer, op)
 			if err != nil {
-				return fmt.Errorf("waiting for an acknowledgement: %w", err)
+				return fmt.Errorf("operation %d: %w", seq, err)
 			}
-			if n, ok := parseAck(buf[:m.N]); ok && m.From == cfg.peer && n > acked {
-				acked = n
+			busy[i] = true
+			seq++
+		}
+		// Let every operation in flight finish: a lost connection
+		// reports them once it is back.
+		for i := range busy {
+			if busy[i] {
+				if err := finish(i); err != nil {
+					return err
+				}
 			}
 		}
-		rs := seq % uint64(slots(cfg))
-		op := &ops[i]
-		op.RemoteOffset = rs * uint64(cfg.size)
-		if op.Write {
-			fillWrite(spans[i].Bytes(), seq)
-		} else {
-			clear(spans[i].Bytes())
+		if failedFrom == uint64(cfg.ops) && !peer.stale {
+			break
 		}
-		binary.LittleEndian.PutUint64(imm[i][:], seq)
-		binary.LittleEndian.PutUint64(imm[i][8:], rs)
-		seqs[i] = seq
-		toks[i], err = c.Do(ctx, cfg.peer, op)
-		if err != nil {
-			return fmt.Errorf("operation %d: %w", seq, err)
-		}
-	}
-	for seq := max(0, cfg.ops-cfg.depth); seq < cfg.ops; seq++ {
-		if err := finish(seq % cfg.depth); err != nil {
+		// Go back to the first operation that failed, with a new key.
+		seq = min(seq, failedFrom)
+		failedFrom = uint64(cfg.ops)
+		recoveries++
+		peer.epoch++
+		if err := hello(ctx, c, cfg, &peer); err != nil {
 			return err
 		}
 	}
 	secs := time.Since(start).Seconds()
-	if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer); err != nil {
+	var verified uint64
+	for _, v := range ok {
+		if v {
+			verified++
+		}
+	}
+	if err := goodbye(ctx, c, cfg); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "RESULT role=active op=%s depth=%d size=%d ops=%d secs=%.3f rate=%.1f failed=%d verified=%d\n",
-		cfg.op, cfg.depth, cfg.size, cfg.ops, secs, float64(cfg.ops)/secs, failed, verified)
-	if failed > 0 {
-		return fmt.Errorf("%d of %d operations failed", failed, cfg.ops)
+	fmt.Fprintf(out, "RESULT role=active op=%s depth=%d size=%d ops=%d secs=%.3f rate=%.1f failed=%d verified=%d retried=%d recoveries=%d\n",
+		cfg.op, cfg.depth, cfg.size, cfg.ops, secs, float64(cfg.ops)/secs, uint64(cfg.ops)-verified, verified, retried, recoveries)
+	if verified != uint64(cfg.ops) {
+		return fmt.Errorf("%d of %d operations failed", uint64(cfg.ops)-verified, cfg.ops)
 	}
 	return nil
 }
 
-// hello says hello to the passive side until its announcement arrives,
-// and returns the cookie.
-func hello(ctx context.Context, c *rdmaops.Conn, cfg *config) (cmsg.Cookie, error) {
+// hello says "hello E" (E = peer.epoch, 1 the first time) to the passive
+// side until its key for that epoch arrives.
+func hello(ctx context.Context, c *rdmaops.Conn, cfg *config, peer *peerState) error {
+	peer.epoch = max(peer.epoch, 1)
 	buf := make([]byte, 64)
 	for {
-		if _, err := c.Socket().WriteMsgContext(ctx, []byte("hello"), nil, cfg.peer); err != nil && !errors.Is(err, rdssock.ErrCongested) {
-			return 0, err
+		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "hello %d", peer.epoch), nil, cfg.peer); err != nil && !errors.Is(err, rdssock.ErrCongested) {
+			return err
 		}
-		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		m, err := c.ReadMsg(rctx, buf, nil)
+		rctx, cancel := context.WithTimeout(ctx, quiet/3)
+		for {
+			m, err := c.ReadMsg(rctx, buf, nil)
+			if err != nil {
+				break
+			}
+			if m.From != cfg.peer {
+				continue
+			}
+			if !m.HasDest {
+				peer.note(buf[:m.N])
+				continue
+			}
+			var e, n, r uint64
+			if k, _ := fmt.Sscanf(string(buf[:m.N]), "buffer %d %d %d", &e, &n, &r); k == 3 && e == peer.epoch {
+				cancel()
+				peer.cookie, peer.stale = m.Dest, false
+				peer.acked = max(peer.acked, n)
+				peer.resets = max(peer.resets, r)
+				return nil
+			}
+		}
 		cancel()
-		switch {
-		case err == nil && m.HasDest && m.From == cfg.peer:
-			return m.Dest, nil
-		case ctx.Err() != nil:
-			return 0, fmt.Errorf("no buffer announced by %v: %w", cfg.peer, ctx.Err())
+		if ctx.Err() != nil {
+			return fmt.Errorf("no buffer announced by %v: %w", cfg.peer, ctx.Err())
+		}
+	}
+}
+
+// goodbye says "done N" until the passive side answers "bye".
+func goodbye(ctx context.Context, c *rdmaops.Conn, cfg *config) error {
+	buf := make([]byte, 64)
+	for {
+		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer); err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, quiet)
+		for {
+			m, err := c.ReadMsg(rctx, buf, nil)
+			if err != nil {
+				break
+			}
+			if m.From == cfg.peer && string(buf[:m.N]) == "bye" {
+				cancel()
+				return nil
+			}
+		}
+		cancel()
+		if ctx.Err() != nil {
+			return fmt.Errorf("no answer to done from %v: %w", cfg.peer, ctx.Err())
 		}
 	}
 }
