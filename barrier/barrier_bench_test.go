@@ -40,9 +40,9 @@ func benchBurst(b *testing.B, depth int, reverse bool, cfg *Config) {
 	buf := make([]byte, 0, depth*cmsg.RDMAStatusSpace)
 	b.ReportAllocs()
 	for b.Loop() {
-		first := tr.Begin(Op{Keep: keep, Release: rel})
+		first := tr.Begin(Entry{Keep: keep, Release: rel})
 		for range depth - 1 {
-			tr.Begin(Op{Keep: keep, Release: rel})
+			tr.Begin(Entry{Keep: keep, Release: rel})
 		}
 		n, err := tr.Process(statusBurst(buf, first, depth, reverse))
 		if err != nil || n != depth {

@@ -25,7 +25,7 @@
 //
 // Reporting an operation and giving its memory back are two steps. An
 // operation is released when the kernel can no longer read or write its
-// memory; only then is its Releaser called (Op.Release, exactly once),
+// memory; only then is its Releaser called (Entry.Release, exactly once),
 // Config.OnRelease run, and Keep dropped by the tracker.
 //
 // Most operations are released together with their completion: a kernel
@@ -123,7 +123,7 @@
 //
 // # Deadlines
 //
-// An operation may carry a deadline (Op.Deadline, or Config.Timeout from
+// An operation may carry a deadline (Entry.Deadline, or Config.Timeout from
 // Begin). When it passes with no status, the operation completes with
 // status TimedOut and is quarantined (see above).
 //

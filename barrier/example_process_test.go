@@ -13,7 +13,7 @@ import (
 // built by hand as the kernel would deliver them.
 func ExampleTracker_Process() {
 	tr := barrier.New(nil)
-	tok := tr.Begin(barrier.Op{})
+	tok := tr.Begin(barrier.Entry{})
 
 	b := cmsg.NewBuilder(make([]byte, 0, cmsg.RDMAStatusSpace))
 	b.RDMAStatus(cmsg.Notify{UserToken: uint64(tok), Status: cmsg.StatusSuccess})

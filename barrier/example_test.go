@@ -12,9 +12,9 @@ import (
 // unbroken run of completed tokens, failed ones included.
 func ExampleTracker() {
 	tr := barrier.New(nil)
-	a := tr.Begin(barrier.Op{})
-	b := tr.Begin(barrier.Op{})
-	c := tr.Begin(barrier.Op{})
+	a := tr.Begin(barrier.Entry{})
+	b := tr.Begin(barrier.Entry{})
+	c := tr.Begin(barrier.Entry{})
 
 	tr.Complete(b, barrier.Success)
 	fmt.Println("after b:", tr.HighWater())
@@ -34,7 +34,7 @@ func ExampleTracker_WaitAll() {
 	tr := barrier.New(nil)
 	var last barrier.Token
 	for range 3 {
-		last = tr.Begin(barrier.Op{})
+		last = tr.Begin(barrier.Entry{})
 	}
 	go func() {
 		for tok := last; tok >= 1; tok-- {
@@ -51,11 +51,11 @@ func ExampleTracker_WaitAll() {
 // An operation whose status never arrives times out: it is reported at its
 // deadline, but its memory stays quarantined (the mark does not pass it)
 // until the kernel's late status says the transfer is over.
-func ExampleOp_deadline() {
+func ExampleEntry_deadline() {
 	tr := barrier.New(&barrier.Config{Completions: 1})
 	defer tr.Close()
 	buf := make([]byte, 4096)
-	tok := tr.Begin(barrier.Op{Deadline: time.Now().Add(10 * time.Millisecond), Keep: &buf})
+	tok := tr.Begin(barrier.Entry{Deadline: time.Now().Add(10 * time.Millisecond), Keep: &buf})
 	c := <-tr.Completions()
 	fmt.Println(c.Token == tok, c.Status, c.Keep == &buf, tr.HighWater(), tr.Stats().Quarantined)
 	tr.Complete(tok, barrier.Canceled) // the late status, as Process applies it
@@ -68,7 +68,7 @@ func ExampleOp_deadline() {
 // Wait blocks for one operation.
 func ExampleTracker_Wait() {
 	tr := barrier.New(nil)
-	tok := tr.Begin(barrier.Op{})
+	tok := tr.Begin(barrier.Entry{})
 	go tr.Complete(tok, barrier.Dropped)
 	st, err := tr.Wait(context.Background(), tok)
 	fmt.Println(st, err, st.Err())
@@ -83,7 +83,7 @@ func ExampleTracker_Cancel() {
 	tr := barrier.New(&barrier.Config{OnRelease: func(c barrier.Completion) {
 		fmt.Println("released", c.Token, c.Status)
 	}})
-	tok := tr.Begin(barrier.Op{})
+	tok := tr.Begin(barrier.Entry{})
 	tr.Cancel(func() error {
 		// In a program: return sock.CancelSentTo(peer). The kernel
 		// reports the operation canceled while the call still waits.

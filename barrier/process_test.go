@@ -23,7 +23,7 @@ func notices(t testing.TB, buf []byte, ns ...cmsg.Notify) []byte {
 
 func TestProcess(t *testing.T) {
 	tr := New(nil)
-	a, b, c := tr.Begin(Op{}), tr.Begin(Op{}), tr.Begin(Op{})
+	a, b, c := tr.Begin(Entry{}), tr.Begin(Entry{}), tr.Begin(Entry{})
 	buf := make([]byte, 4*cmsg.RDMAStatusSpace+cmsg.RDMADestSpace)
 	oob := notices(t, buf,
 		cmsg.Notify{UserToken: uint64(b), Status: cmsg.StatusRemoteError},
@@ -69,7 +69,7 @@ func TestZeroAllocsPerCompletion(t *testing.T) {
 	var ns [8]cmsg.Notify
 	allocs := testing.AllocsPerRun(200, func() {
 		for i := range ns {
-			tok := tr.Begin(Op{Keep: keep, Release: rel})
+			tok := tr.Begin(Entry{Keep: keep, Release: rel})
 			ns[i] = cmsg.Notify{UserToken: uint64(tok), Status: cmsg.StatusSuccess}
 		}
 		b := cmsg.NewBuilder(buf[:0])
@@ -102,7 +102,7 @@ func BenchmarkBeginProcess(b *testing.B) {
 	keep := new(int)
 	b.ReportAllocs()
 	for b.Loop() {
-		tok := tr.Begin(Op{Keep: keep})
+		tok := tr.Begin(Entry{Keep: keep})
 		bl := cmsg.NewBuilder(buf[:0])
 		bl.RDMAStatus(cmsg.Notify{UserToken: uint64(tok)})
 		oob, _ := bl.Finish()

@@ -13,7 +13,7 @@ import (
 )
 
 // cmsgNotify is the kernel's notice of status st (rds_rdma_notify) for tok.
-func cmsgNotify(tok Token, st cmsg.Status) cmsg.Notify {
+func cmsgNotify(tok Token, st cmsg.NotifyStatus) cmsg.Notify {
 	return cmsg.Notify{UserToken: uint64(tok), Status: st}
 }
 
@@ -50,7 +50,7 @@ func TestTimeoutThenLateStatusReleases(t *testing.T) {
 	defer tr.Close()
 	rel := new(releaseLog)
 	keep := new(int)
-	tok := tr.Begin(Op{Deadline: time.Now().Add(10 * time.Millisecond), Keep: keep, Release: rel})
+	tok := tr.Begin(Entry{Deadline: time.Now().Add(10 * time.Millisecond), Keep: keep, Release: rel})
 	c := <-tr.Completions()
 	if c.Token != tok || c.Status != TimedOut || c.Keep != keep {
 		t.Fatalf("completion %+v", c)
@@ -97,8 +97,8 @@ func TestTimeoutThenCompleteAllReleases(t *testing.T) {
 	tr := New(&Config{OnRelease: onRel.Release})
 	defer tr.Close()
 	rel := new(releaseLog)
-	a := tr.Begin(Op{Deadline: time.Now().Add(10 * time.Millisecond), Release: rel})
-	b := tr.Begin(Op{Release: rel})
+	a := tr.Begin(Entry{Deadline: time.Now().Add(10 * time.Millisecond), Release: rel})
+	b := tr.Begin(Entry{Release: rel})
 	timeOut(t, tr, a)
 	if len(rel.list()) != 0 || tr.HighWater() != 0 {
 		t.Fatalf("timed out: releases %+v, mark %d", rel.list(), tr.HighWater())
@@ -130,9 +130,9 @@ func TestTimeoutThenCancel(t *testing.T) {
 	tr := New(&Config{Completions: 8})
 	defer tr.Close()
 	rel := new(releaseLog)
-	late := tr.Begin(Op{Deadline: time.Now().Add(10 * time.Millisecond), Release: rel})   // times out, then canceled
-	silent := tr.Begin(Op{Deadline: time.Now().Add(10 * time.Millisecond), Release: rel}) // times out, no status yet
-	inflight := tr.Begin(Op{Release: rel})                                                // posted; canceled while running
+	late := tr.Begin(Entry{Deadline: time.Now().Add(10 * time.Millisecond), Release: rel})   // times out, then canceled
+	silent := tr.Begin(Entry{Deadline: time.Now().Add(10 * time.Millisecond), Release: rel}) // times out, no status yet
+	inflight := tr.Begin(Entry{Release: rel})                                                // posted; canceled while running
 	timeOut(t, tr, late)
 	timeOut(t, tr, silent)
 	<-tr.Completions()
@@ -183,7 +183,7 @@ func TestTimeoutThenCancel(t *testing.T) {
 func TestNestedCancel(t *testing.T) {
 	tr := New(nil)
 	rel := new(releaseLog)
-	a := tr.Begin(Op{Release: rel})
+	a := tr.Begin(Entry{Release: rel})
 	tr.Cancel(func() error {
 		tr.Cancel(func() error { tr.Complete(a, Canceled); return nil })
 		if len(rel.list()) != 0 {
@@ -202,11 +202,11 @@ func TestNestedCancel(t *testing.T) {
 func TestMarkDoesNotPassQuarantined(t *testing.T) {
 	tr := New(nil)
 	defer tr.Close()
-	a := tr.Begin(Op{})
-	q := tr.Begin(Op{})
+	a := tr.Begin(Entry{})
+	q := tr.Begin(Entry{})
 	var rest []Token
 	for range 5 {
-		rest = append(rest, tr.Begin(Op{}))
+		rest = append(rest, tr.Begin(Entry{}))
 	}
 	tr.Complete(a, Success)
 	tr.Complete(q, TimedOut) // abandoned as its deadline would
@@ -245,11 +245,11 @@ func TestRingReuseWithQuarantined(t *testing.T) {
 	tr := New(&Config{Capacity: 4})
 	defer tr.Close()
 	rel := new(releaseLog)
-	q := tr.Begin(Op{Release: rel})
+	q := tr.Begin(Entry{Release: rel})
 	tr.Complete(q, TimedOut)
 	const n = 100
 	for range n {
-		tr.Complete(tr.Begin(Op{}), Success)
+		tr.Complete(tr.Begin(Entry{}), Success)
 	}
 	tr.mu.Lock()
 	slots, nheld, slotTok := len(tr.slots), len(tr.held), tr.slots[uint64(q)&tr.mask].tok
@@ -288,7 +288,7 @@ func TestZeroAllocsLateRelease(t *testing.T) {
 	keep := new(int)
 	buf := make([]byte, 64)
 	allocs := testing.AllocsPerRun(200, func() {
-		tok := tr.Begin(Op{Keep: keep, Release: rel})
+		tok := tr.Begin(Entry{Keep: keep, Release: rel})
 		tr.Complete(tok, TimedOut)
 		<-tr.Completions()
 		if n, err := tr.Process(notices(t, buf, cmsgNotify(tok, cmsg.StatusSuccess))); n != 1 || err != nil {

@@ -24,8 +24,8 @@ type Releaser interface {
 	Release(Completion)
 }
 
-// Op describes an operation to track.
-type Op struct {
+// Entry describes an operation to track (Tracker.Begin).
+type Entry struct {
 	// Deadline is when the operation times out if no status arrived.
 	// The zero value means Config.Timeout after Begin, or no deadline
 	// if that is zero too.
@@ -47,7 +47,7 @@ type Op struct {
 type Completion struct {
 	Token  Token
 	Status Status
-	Keep   any // Op.Keep; nil in the Completions returned by Wait
+	Keep   any // Entry.Keep; nil in the Completions returned by Wait
 
 	// Amended marks the second completion of a Covered operation: the
 	// kernel reported it failed (RDS_RECVERR) after a later operation's
@@ -84,7 +84,7 @@ type Config struct {
 	// a timed-out one. Unlike a Releaser it may call the Tracker.
 	OnRelease func(Completion)
 
-	// Timeout is the deadline given to operations whose Op.Deadline is
+	// Timeout is the deadline given to operations whose Entry.Deadline is
 	// zero, counted from Begin. Zero means no deadline.
 	Timeout time.Duration
 }
@@ -217,7 +217,7 @@ func (t *Tracker) Completions() <-chan Completion { return t.ch }
 // Begin starts tracking an operation and returns its token. Put the token
 // in the operation's user_token and send the operation with
 // RDS_RDMA_NOTIFY_ME; if sendmsg fails, call Complete(token, NotSent).
-func (t *Tracker) Begin(op Op) Token {
+func (t *Tracker) Begin(op Entry) Token {
 	return t.begin(op.Deadline, op.Keep, op.Release, kindPlain, 0)
 }
 

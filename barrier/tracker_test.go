@@ -14,7 +14,7 @@ func TestHighWaterOutOfOrder(t *testing.T) {
 	tr := New(nil)
 	var toks []Token
 	for range 5 {
-		toks = append(toks, tr.Begin(Op{}))
+		toks = append(toks, tr.Begin(Entry{}))
 	}
 	if toks[0] != 1 || toks[4] != 5 {
 		t.Fatalf("tokens %v, want 1..5", toks)
@@ -63,7 +63,7 @@ func TestHighWaterOutOfOrder(t *testing.T) {
 
 func TestWait(t *testing.T) {
 	tr := New(nil)
-	a, b := tr.Begin(Op{}), tr.Begin(Op{})
+	a, b := tr.Begin(Entry{}), tr.Begin(Entry{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
@@ -94,7 +94,7 @@ func TestWait(t *testing.T) {
 		t.Fatalf("Wait(unissued) err = %v", err)
 	}
 	// Cancellation.
-	c := tr.Begin(Op{})
+	c := tr.Begin(Entry{})
 	cctx, ccancel := context.WithTimeout(context.Background(), 15*time.Millisecond)
 	defer ccancel()
 	if s, err := tr.Wait(cctx, c); s != Pending || !errors.Is(err, context.DeadlineExceeded) {
@@ -111,7 +111,7 @@ func TestWait(t *testing.T) {
 func TestWaitAll(t *testing.T) {
 	tr := New(nil)
 	for range 10 {
-		tr.Begin(Op{})
+		tr.Begin(Entry{})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -136,7 +136,7 @@ func TestWaitAll(t *testing.T) {
 	if err := tr.WaitAll(ctx, 11); !errors.Is(err, ErrUnknownToken) {
 		t.Fatalf("WaitAll beyond Last: %v", err)
 	}
-	tr.Begin(Op{})
+	tr.Begin(Entry{})
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer scancel()
 	if err := tr.WaitAll(sctx, 11); !errors.Is(err, context.DeadlineExceeded) {
@@ -159,8 +159,8 @@ func TestDeadline(t *testing.T) {
 	buf := make([]byte, 16)
 	rel := new(countRelease)
 	start := time.Now()
-	slow := tr.Begin(Op{Deadline: start.Add(30 * time.Millisecond), Keep: &buf, Release: rel})
-	fast := tr.Begin(Op{Deadline: start.Add(time.Hour)})
+	slow := tr.Begin(Entry{Deadline: start.Add(30 * time.Millisecond), Keep: &buf, Release: rel})
+	fast := tr.Begin(Entry{Deadline: start.Add(time.Hour)})
 	tr.Complete(fast, Success)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -218,8 +218,8 @@ func TestDeadline(t *testing.T) {
 func TestDefaultTimeoutAndRearm(t *testing.T) {
 	tr := New(&Config{Timeout: 20 * time.Millisecond, Completions: 8})
 	defer tr.Close()
-	a := tr.Begin(Op{Deadline: time.Now().Add(time.Hour)}) // arms the timer far away
-	b := tr.Begin(Op{})                                    // must re-arm it earlier
+	a := tr.Begin(Entry{Deadline: time.Now().Add(time.Hour)}) // arms the timer far away
+	b := tr.Begin(Entry{})                                    // must re-arm it earlier
 	select {
 	case c := <-tr.Completions():
 		if c.Token != b || c.Status != TimedOut {
@@ -246,7 +246,7 @@ func TestReleaseAndKeep(t *testing.T) {
 	tr := New(&Config{Completions: 1})
 	rel := new(countRelease)
 	k := new(int)
-	tok := tr.Begin(Op{Keep: k, Release: rel})
+	tok := tr.Begin(Entry{Keep: k, Release: rel})
 	tr.Complete(tok, Canceled)
 	c := <-tr.Completions()
 	if c.Keep != k || c.Status != Canceled || !errors.Is(c.Err(), ErrCanceled) {
@@ -267,7 +267,7 @@ func TestGrowKeepsState(t *testing.T) {
 	tr := New(&Config{Capacity: 4})
 	const n = 1000
 	for range n {
-		tr.Begin(Op{})
+		tr.Begin(Entry{})
 	}
 	perm := rand.Perm(n)
 	for i, p := range perm {
@@ -286,10 +286,10 @@ func TestGrowKeepsState(t *testing.T) {
 
 func TestForgottenToken(t *testing.T) {
 	tr := New(&Config{Capacity: 4})
-	first := tr.Begin(Op{})
+	first := tr.Begin(Entry{})
 	tr.Complete(first, Success)
 	for range 8 {
-		tr.Complete(tr.Begin(Op{}), Success)
+		tr.Complete(tr.Begin(Entry{}), Success)
 	}
 	if s := tr.Status(first); s != Unknown {
 		t.Fatalf("status of a token 8 slots back in a 4-slot ring = %v, want unknown", s)
@@ -309,7 +309,7 @@ func TestConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				toks <- tr.Begin(Op{})
+				toks <- tr.Begin(Entry{})
 			}
 		}()
 	}

@@ -192,20 +192,21 @@ type MapArgs struct {
 	Flags      Flags
 }
 
-// Status is the outcome of an RDMA operation in an RDMA_STATUS notice.
-type Status int32
+// NotifyStatus is the outcome of an RDMA operation in an RDMA_STATUS
+// notice (Notify.Status).
+type NotifyStatus int32
 
 // RDMA statuses.
 const (
-	StatusSuccess     Status = rdsabi.RDMASuccess
-	StatusRemoteError Status = rdsabi.RDMARemoteError
-	StatusCanceled    Status = rdsabi.RDMACanceled
-	StatusDropped     Status = rdsabi.RDMADropped
-	StatusOtherError  Status = rdsabi.RDMAOtherError
+	StatusSuccess     NotifyStatus = rdsabi.RDMASuccess
+	StatusRemoteError NotifyStatus = rdsabi.RDMARemoteError
+	StatusCanceled    NotifyStatus = rdsabi.RDMACanceled
+	StatusDropped     NotifyStatus = rdsabi.RDMADropped
+	StatusOtherError  NotifyStatus = rdsabi.RDMAOtherError
 )
 
 // String returns the status name.
-func (s Status) String() string {
+func (s NotifyStatus) String() string {
 	switch s {
 	case StatusSuccess:
 		return "success"
@@ -225,7 +226,7 @@ func (s Status) String() string {
 // the operation tagged UserToken finished with Status.
 type Notify struct {
 	UserToken uint64
-	Status    Status
+	Status    NotifyStatus
 }
 
 // AtomicFADD is the data of RDS_CMSG_ATOMIC_FADD: add Add to the 64-bit

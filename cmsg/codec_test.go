@@ -385,7 +385,7 @@ func TestStringers(t *testing.T) {
 		{StatusCanceled.String(), "canceled"},
 		{StatusDropped.String(), "dropped"},
 		{StatusOtherError.String(), "other error"},
-		{Status(-22).String(), "status(-22)"},
+		{NotifyStatus(-22).String(), "status(-22)"},
 		{TraceHdrToDgramStart.String(), "hdr-to-dgram-start"},
 		{TraceDgramReassemble.String(), "dgram-reassemble"},
 		{TraceDgramDelivered.String(), "dgram-delivered"},

@@ -131,7 +131,7 @@ func valueFor(i int, w [6]uint64, s int32, n uint8) any {
 	case TypeRDMAMap:
 		return MapArgs{Vec: IOVec{w[1], w[2]}, CookieAddr: w[3], Flags: Flags(w[4])}
 	case TypeRDMAStatus:
-		return Notify{UserToken: w[1], Status: Status(s)}
+		return Notify{UserToken: w[1], Status: NotifyStatus(s)}
 	case TypeCongUpdate:
 		return w[2]
 	case TypeAtomicFADD:

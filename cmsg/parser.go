@@ -143,7 +143,7 @@ func (m Message) RDMAStatus() (Notify, error) {
 	}
 	return Notify{
 		UserToken: ne.Uint64(m.Data[offNotifyUserToken:]),
-		Status:    Status(int32(ne.Uint32(m.Data[offNotifyStatus:]))),
+		Status:    NotifyStatus(int32(ne.Uint32(m.Data[offNotifyStatus:]))),
 	}, nil
 }
 

@@ -391,7 +391,7 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 		}
 		tok = barrier.Token(barrierlink.BeginLane(c.tr, op.Deadline, op.Keep, rec, id, !notify))
 	} else {
-		tok = c.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
+		tok = c.tr.Begin(barrier.Entry{Deadline: op.Deadline, Keep: op.Keep, Release: rec})
 	}
 	s := c.getScratch()
 	b := cmsg.NewBuilder(s.oob[:0])
@@ -451,7 +451,7 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 		c.putScratch(s)
 		return 0, err
 	}
-	tok := c.tr.Begin(barrier.Op{Deadline: a.Deadline, Keep: a.Keep, Release: rec})
+	tok := c.tr.Begin(barrier.Entry{Deadline: a.Deadline, Keep: a.Keep, Release: rec})
 	b.Reset(s.oob[:0])
 	encodeAtomic(&b, a, uint64(tok))
 	oob, _ := b.Finish()

@@ -19,7 +19,7 @@ func begin(c *Conn, spans ...Span) barrier.Token {
 	if err != nil {
 		panic(err)
 	}
-	return c.tr.Begin(barrier.Op{Release: rec})
+	return c.tr.Begin(barrier.Entry{Release: rec})
 }
 
 // waitState waits for b to reach st (a re-registration runs in the

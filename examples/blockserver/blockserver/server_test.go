@@ -31,7 +31,7 @@ type fakeRDMA struct {
 }
 
 func (f *fakeRDMA) Do(ctx context.Context, to netip.AddrPort, op *rdmaops.Op) (barrier.Token, error) {
-	tok := f.tr.Begin(barrier.Op{Deadline: op.Deadline, Keep: op.Keep})
+	tok := f.tr.Begin(barrier.Entry{Deadline: op.Deadline, Keep: op.Keep})
 	if f.fail {
 		f.tr.Complete(tok, barrier.NotSent)
 		return tok, errors.New("fake: congested")
