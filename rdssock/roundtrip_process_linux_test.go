@@ -21,7 +21,7 @@ import (
 // (TestRoundTripEchoProcess). Sub-benchmarks: both sides Conns (waiting in
 // the runtime poller), and both blocking system calls on a blocking socket,
 // as C does. cpu-ns/op-client and -server are each process's CPU time per
-// round trip.
+// round trip; switches/op-client counts the client's context switches.
 func BenchmarkRoundTripProcess(b *testing.B) {
 	for _, mode := range []string{"conn", "blocking"} {
 		b.Run(mode, func(b *testing.B) { benchRoundTripProcess(b, mode) })
@@ -87,6 +87,7 @@ func benchRoundTripProcess(b *testing.B, mode string) {
 	}
 	self := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
 	b.ReportMetric(float64(self)/float64(b.N), "cpu-ns/op-client")
+	b.ReportMetric(float64(ru1.Nvcsw+ru1.Nivcsw-ru0.Nvcsw-ru0.Nivcsw)/float64(b.N), "switches/op-client")
 	b.ReportMetric(float64(peerCPU)/float64(b.N), "cpu-ns/op-server")
 }
 
