@@ -24,7 +24,6 @@ import (
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdmaops"
 	"github.com/go-rds/rds/rdssock"
-	"golang.org/x/sys/unix"
 )
 
 // rdmaNextPort hands out RDS ports for the RDMA tests, apart from the
@@ -541,18 +540,7 @@ drain:
 // logKernel logs the kernel log lines that contain substr.
 func logKernel(t *testing.T, substr string) {
 	t.Helper()
-	buf := make([]byte, 1<<20)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		t.Logf("kernel log: %v", err)
-		return
-	}
-	var lines []string
-	for _, l := range strings.Split(string(buf[:n]), "\n") {
-		if strings.Contains(l, substr) {
-			lines = append(lines, l)
-		}
-	}
+	lines := vmtest.KernelLog(substr)
 	if len(lines) > 30 {
 		lines = append(lines[:10], append([]string{"..."}, lines[len(lines)-20:]...)...)
 	}

@@ -20,26 +20,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// addAddr puts p on link in ns (nil: the initial namespace); an address
-// already there from an earlier run is fine.
+// addAddr puts p on link in ns (nil: this namespace) and returns the
+// link's index (vmtest.AddAddr); it fails the test if it cannot.
 func addAddr(t *testing.T, ns *netlinkcfg.Namespace, link string, p netip.Prefix) int {
 	t.Helper()
-	if ns == nil {
-		var err error
-		if ns, err = netlinkcfg.CurrentNamespace(); err != nil {
-			t.Fatal(err)
-		}
-		defer ns.Close()
-	}
-	h, err := ns.Handle()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.AddAddr(link, p); err != nil && !errors.Is(err, netlinkcfg.ErrExists) {
-		t.Fatal(err)
-	}
-	idx, err := h.LinkIndex(link)
+	idx, err := vmtest.AddAddr(ns, link, p)
 	if err != nil {
 		t.Fatal(err)
 	}

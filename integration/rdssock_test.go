@@ -10,19 +10,19 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/integration/vmtest"
-	"github.com/go-rds/rds/rdssock"
-	"golang.org/x/sys/unix"
-	"runtime"
-	"unsafe"
-
 	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/rdssock"
 )
 
 // nextPort hands out distinct RDS ports so tests never collide.

@@ -4,13 +4,11 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"net/netip"
 	"strconv"
 	"testing"
 
 	"github.com/go-rds/rds/integration/vmtest"
-	"github.com/go-rds/rds/netlinkcfg"
 )
 
 // TestIntegrationRdscatPingZone pings a link-local peer across the veth
@@ -24,8 +22,13 @@ func TestIntegrationRdscatPingZone(t *testing.T) {
 	}
 	defer ns.Close()
 	local, peer := netip.MustParseAddr("fe80::11:1"), netip.MustParseAddr("fe80::11:2")
-	idx := addAddr(t, nil, vmtest.TCPLink, netip.PrefixFrom(local, 64))
-	addAddr(t, ns, vmtest.TCPPeerLink, netip.PrefixFrom(peer, 64))
+	idx, err := vmtest.AddAddr(nil, vmtest.TCPLink, netip.PrefixFrom(local, 64))
+	if err == nil {
+		_, err = vmtest.AddAddr(ns, vmtest.TCPPeerLink, netip.PrefixFrom(peer, 64))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, zone := range []string{vmtest.TCPLink, strconv.Itoa(idx)} {
 		t.Run(zone, func(t *testing.T) {
 			const count = 3
@@ -41,30 +44,4 @@ func TestIntegrationRdscatPingZone(t *testing.T) {
 			}
 		})
 	}
-}
-
-// addAddr puts p on link in ns (nil: the initial namespace), tolerating an
-// address left from an earlier run, and returns the link's index.
-func addAddr(t *testing.T, ns *netlinkcfg.Namespace, link string, p netip.Prefix) int {
-	t.Helper()
-	if ns == nil {
-		var err error
-		if ns, err = netlinkcfg.CurrentNamespace(); err != nil {
-			t.Fatal(err)
-		}
-		defer ns.Close()
-	}
-	h, err := ns.Handle()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.AddAddr(link, p); err != nil && !errors.Is(err, netlinkcfg.ErrExists) {
-		t.Fatal(err)
-	}
-	idx, err := h.LinkIndex(link)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return idx
 }

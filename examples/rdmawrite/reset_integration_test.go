@@ -19,34 +19,7 @@ import (
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdmaops"
 	"github.com/go-rds/rds/rdssock"
-	"golang.org/x/sys/unix"
 )
-
-func kernelLog(substr string) []string {
-	buf := make([]byte, 1<<20)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		return []string{"klogctl: " + err.Error()}
-	}
-	var out []string
-	for _, l := range strings.Split(string(buf[:n]), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-func dumpBlocked() []string {
-	before := len(kernelLog(""))
-	os.WriteFile("/proc/sysrq-trigger", []byte("w"), 0)
-	time.Sleep(300 * time.Millisecond)
-	all := kernelLog("")
-	if before > len(all) {
-		before = 0
-	}
-	return all[before:]
-}
 
 // bogusWrite tears down the RDS/IB connection from local's address to
 // peer's: an RDMA WRITE with a key the peer never issued, from a socket
@@ -86,7 +59,7 @@ func resetStallC(t *testing.T) {
 		p, _ := ports()
 		ports() // the program uses four ports from p on
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		marks, resets := len(kernelLog("disconnecting and reconnecting")), connResets(t)
+		marks, resets := len(vmtest.KernelLog("disconnecting and reconnecting")), connResets(t)
 		out, err := exec.CommandContext(ctx, bin, vmtest.IBAddr1.String(), vmtest.IBAddr2.String(), strconv.Itoa(int(p.Port())), "5000", flags).CombinedOutput()
 		cancel()
 		line := strings.TrimSpace(string(out))
@@ -94,7 +67,7 @@ func resetStallC(t *testing.T) {
 		if err != nil {
 			t.Fatalf("resetstall-c: %v", err)
 		}
-		drops := kernelLog("disconnecting and reconnecting")
+		drops := vmtest.KernelLog("disconnecting and reconnecting")
 		n := connResets(t) - resets
 		t.Logf("connection paths reset: %d; drops logged: %q", n, drops[min(marks, len(drops)):])
 		if n == 0 {
@@ -207,7 +180,7 @@ func TestIntegrationExampleReset(t *testing.T) {
 				aerr = run(context.Background(), append([]string{"-role", "active", "-local", a.String(), "-peer", p.String()}, common...), &aout)
 				aend = time.Since(start)
 			}()
-			marks, resets := len(kernelLog("disconnecting and reconnecting")), connResets(t)
+			marks, resets := len(vmtest.KernelLog("disconnecting and reconnecting")), connResets(t)
 			// The fault comes once the active side's connection carried
 			// 2000 more messages: well into the run, far from its end.
 			if !sentMore(t, base, 2000, time.Minute) {
@@ -216,11 +189,11 @@ func TestIntegrationExampleReset(t *testing.T) {
 			faultAt := time.Since(start)
 			bogusWrite(t, vmtest.IBAddr2, netip.AddrPortFrom(vmtest.IBAddr1, p.Port()+100))
 			stall := time.AfterFunc(30*time.Second, func() {
-				t.Logf("30 s after the fault: blocked tasks:\n%s", strings.Join(dumpBlocked(), "\n"))
+				t.Logf("30 s after the fault: blocked tasks:\n%s", strings.Join(vmtest.DumpBlocked(0), "\n"))
 			})
 			wg.Wait()
 			stall.Stop()
-			drops := kernelLog("disconnecting and reconnecting")
+			drops := vmtest.KernelLog("disconnecting and reconnecting")
 			n := connResets(t) - resets
 			t.Logf("fault at %v; passive ended at %v, active at %v; connection paths reset: %d; drops logged: %q", faultAt, pend, aend, n, drops[min(marks, len(drops)):])
 			if perr != nil || aerr != nil {

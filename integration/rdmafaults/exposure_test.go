@@ -257,7 +257,7 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	heldRows := rows()
 	var blocked []string
 	if held == 0 {
-		blocked = dumpBlocked()
+		blocked = vmtest.DumpBlocked(40, "rds", "task:", "rxe")
 		t.Logf("key still registered: no message through in 5 s; connection rows %v; blocked tasks:\n%s", heldRows, strings.Join(blocked, "\n"))
 	}
 	start = time.Now()

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +20,6 @@ import (
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/rdmaops"
 	"github.com/go-rds/rds/rdssock"
-	"golang.org/x/sys/unix"
 )
 
 var (
@@ -225,7 +223,7 @@ func newPairWith(t *testing.T, ctx context.Context, scfg *barrier.Config, sopts 
 		}
 		t.Logf("attempt %d: %v", attempt, err)
 		if attempt == 1 {
-			t.Logf("blocked tasks:\n%s", strings.Join(dumpBlocked(), "\n"))
+			t.Logf("blocked tasks:\n%s", strings.Join(vmtest.DumpBlocked(40, "rds", "task:", "rxe"), "\n"))
 		}
 		if attempt == 4 {
 			t.Fatalf("no RDS/IB connection on four fresh TOS values in %v", time.Since(start))
@@ -382,44 +380,4 @@ func reliability(t *testing.T, fault string, c tally, outcome string) {
 	t.Helper()
 	t.Logf("RELIABILITY|%s|kernel=%s|ops=%d|success=%d|remote_error=%d|dropped=%d|canceled=%d|other=%d|timeout=%d|outcome=%s",
 		fault, vmtest.KernelRelease(), c.ops, c.success, c.remote, c.dropped, c.canceled, c.other, c.timeout, strings.ReplaceAll(outcome, "|", "/"))
-}
-
-// kernelLog returns the kernel log lines containing substr.
-func kernelLog(substr string) []string {
-	buf := make([]byte, 1<<20)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		return []string{"klogctl: " + err.Error()}
-	}
-	var out []string
-	for _, l := range strings.Split(string(buf[:n]), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// dumpBlocked asks the kernel to log its blocked tasks (sysrq w) and
-// returns the RDS-related lines of that dump.
-func dumpBlocked() []string {
-	before := len(kernelLog(""))
-	if err := os.WriteFile("/proc/sysrq-trigger", []byte("w"), 0); err != nil {
-		return []string{"sysrq: " + err.Error()}
-	}
-	time.Sleep(200 * time.Millisecond)
-	all := kernelLog("")
-	if before > len(all) {
-		before = 0
-	}
-	var out []string
-	for _, l := range all[before:] {
-		if strings.Contains(l, "rds") || strings.Contains(l, "task:") || strings.Contains(l, "rxe") {
-			out = append(out, l)
-		}
-	}
-	if len(out) > 40 {
-		out = out[:40]
-	}
-	return out
 }

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/go-rds/rds/barrier"
 	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/integration/vmtest"
@@ -344,55 +342,11 @@ func owner(t *testing.T, ctx context.Context, main netip.AddrPort, p uint16, sil
 	}
 }
 
-// kernelLog returns the kernel log lines containing substr.
-func kernelLog(substr string) []string {
-	buf := make([]byte, 1<<20)
-	n, err := unix.Klogctl(unix.SYSLOG_ACTION_READ_ALL, buf)
-	if err != nil {
-		return []string{"klogctl: " + err.Error()}
-	}
-	var out []string
-	for _, l := range strings.Split(string(buf[:n]), "\n") {
-		if strings.Contains(l, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// dumpBlocked asks the kernel to log its blocked tasks and the stacks of
-// its running CPUs (sysrq w and l, also to the console log, which
-// survives a VM that has to be stopped) and returns the lines of that
-// dump that name tasks and RDS, RDMA or rxe functions.
+// dumpBlocked returns where the kernel waits (vmtest.DumpBlocked: the
+// lines naming tasks and RDS, RDMA or rxe functions) and the stacks of
+// this process's threads inside RDS or RDMA code.
 func dumpBlocked() []string {
-	before := len(kernelLog(""))
-	level, _ := os.ReadFile("/proc/sys/kernel/printk")
-	os.WriteFile("/proc/sys/kernel/printk", []byte("8"), 0)
-	for _, k := range []string{"w", "l"} {
-		if err := os.WriteFile("/proc/sysrq-trigger", []byte(k), 0); err != nil {
-			return []string{"sysrq: " + err.Error()}
-		}
-	}
-	time.Sleep(500 * time.Millisecond)
-	if len(level) > 0 {
-		os.WriteFile("/proc/sys/kernel/printk", level, 0)
-	}
-	all := kernelLog("")
-	if before > len(all) {
-		before = 0
-	}
-	var out []string
-	for _, l := range all[before:] {
-		for _, k := range []string{"task:", "rds", "rdma", "cma", "ib_", "rxe", "wait_for", "schedule_timeout"} {
-			if strings.Contains(l, k) {
-				out = append(out, strings.TrimSpace(l))
-				break
-			}
-		}
-	}
-	if len(out) > 80 {
-		out = out[:80]
-	}
+	out := vmtest.DumpBlocked(80, "task:", "rds", "rdma", "cma", "ib_", "rxe", "wait_for", "schedule_timeout")
 	return append(out, taskStacks()...)
 }
 

@@ -322,7 +322,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	if err := local.Close(); err != nil {
 		t.Errorf("unmap: %v", err)
 	}
-	rds := kernelLog("RDS")
+	rds := vmtest.KernelLog("RDS")
 	if len(rds) > 40 {
 		rds = rds[len(rds)-40:]
 	}

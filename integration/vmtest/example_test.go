@@ -3,6 +3,7 @@ package vmtest_test
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/go-rds/rds/integration/vmtest"
@@ -75,4 +76,26 @@ func ExampleLocalAddr6() {
 
 func ExampleRemoteAddr6() {
 	fmt.Println(vmtest.RemoteAddr6())
+}
+
+func ExampleKernelLog() {
+	for _, l := range vmtest.KernelLog("RDS/IB") {
+		fmt.Println(l)
+	}
+}
+
+func ExampleDumpBlocked() {
+	// A test that finds an RDS call stuck logs where the kernel waits.
+	for _, l := range vmtest.DumpBlocked(40, "task:", "rds") {
+		fmt.Println(l)
+	}
+}
+
+func ExampleAddAddr() {
+	zone, err := vmtest.AddAddr(nil, vmtest.TCPLink, netip.MustParsePrefix("fe80::11:1/64"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(netip.MustParseAddr("fe80::11:1").WithZone(strconv.Itoa(zone)))
 }

@@ -42,6 +42,7 @@
 package vmtest
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -189,4 +190,27 @@ func moduleListed(procModules, name string) bool {
 		}
 	}
 	return false
+}
+
+// AddAddr puts p on link in ns (nil: this process's namespace), accepting
+// an address already there from an earlier test, and returns the link's
+// interface index (the zone of a link-local address on it).
+func AddAddr(ns *netlinkcfg.Namespace, link string, p netip.Prefix) (int, error) {
+	if ns == nil {
+		cur, err := netlinkcfg.CurrentNamespace()
+		if err != nil {
+			return 0, err
+		}
+		defer cur.Close()
+		ns = cur
+	}
+	h, err := ns.Handle()
+	if err != nil {
+		return 0, err
+	}
+	defer h.Close()
+	if err := h.AddAddr(link, p); err != nil && !errors.Is(err, netlinkcfg.ErrExists) {
+		return 0, err
+	}
+	return h.LinkIndex(link)
 }
