@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,14 +316,20 @@ func TestPoolQuarantine(t *testing.T) {
 			// notice at once, so the kernel had queued none. Close the
 			// registering socket (which lets a hung shutdown of the
 			// connection finish; see faulted) and watch for the late one.
-			late := p.server.c.Tracker().Stats().Late
+			before := p.server.c.Tracker().Stats()
 			p.client.close()
 			t0 := time.Now()
-			for p.server.c.Tracker().Stats().Late == late && time.Since(t0) < 15*time.Second {
+			for p.server.c.Tracker().Stats().Late == before.Late && time.Since(t0) < 15*time.Second {
 				time.Sleep(50 * time.Millisecond)
 			}
-			if p.server.c.Tracker().Stats().Late > late {
-				t.Logf("round %d: the stray write's status came %v after the registering socket closed", r, time.Since(t0).Round(time.Millisecond))
+			if after := p.server.c.Tracker().Stats(); after.Late > before.Late {
+				var came []string
+				for s := range after.LateStatus {
+					if n := after.LateStatus[s] - before.LateStatus[s]; n > 0 {
+						came = append(came, fmt.Sprintf("%v x%d", barrier.Status(s), n))
+					}
+				}
+				t.Logf("round %d: the stray write's status came %v after the registering socket closed: %s", r, time.Since(t0).Round(time.Millisecond), strings.Join(came, ", "))
 			} else {
 				t.Logf("round %d: no status for the stray write within 15 s after the registering socket closed", r)
 			}
