@@ -281,8 +281,13 @@ func judgeDeadKeyWrites(t *testing.T, what string, got tally) cSteps {
 
 // strict reports whether every kernel deviation must be reproduced by the
 // C reference in the same run (RDSTEST_RELIABILITY_STRICT=1). Unlike the
-// delivery suites, these tests are not strict by default yet: until the
-// dead-key writes of Go and C, now on the same connections, have been
-// seen to agree on every kernel, a deviation without a C basis is
-// reported (DEVIATION line, rdstest's summary), not failed.
+// delivery suites, these tests are not strict by default yet. Go's and
+// C's dead-key writes now run on the same connections and agree on
+// TestUseOnceKey, but TestPoolQuarantine's stray write once got no status
+// within its 10 s on 7.2 (1 of 21; it came when the registering socket
+// closed) while C never timed out (0 of 160 in that run): the pool's
+// registering socket still holds live registrations, useonce-c's does
+// not, so C does not run that fault yet. Until it does, a deviation
+// without a C basis is reported (DEVIATION line, rdstest's summary), not
+// failed.
 func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" }

@@ -12,7 +12,8 @@
 // bench/cbaseline/useonce.c, run in the same VM on the same connections;
 // it must be built on the host first: rdstest does it; by hand,
 // go generate ./integration/rdmafaults (gcc and a static libc). Without it
-// the tests that need it fail.
+// the tests that need it fail. A dead-key deviation that C does not show
+// fails only with RDSTEST_RELIABILITY_STRICT=1 (see TESTING.md).
 package rdmafaults
 
 // The VM has no compiler: build the C reference here.
