@@ -13,7 +13,8 @@
 // it must be built on the host first: rdstest does it; by hand,
 // go generate ./integration/rdmafaults (gcc and a static libc). Without it
 // the tests that need it fail. A dead-key deviation that C does not show
-// fails only with RDSTEST_RELIABILITY_STRICT=1 (see TESTING.md).
+// fails the test; RDSTEST_RELIABILITY_STRICT=0 only reports it (see
+// TESTING.md).
 package rdmafaults
 
 // The VM has no compiler: build the C reference here.
