@@ -30,30 +30,29 @@ const useOnceC = "useonce-c"
 type cSteps map[string]tally
 
 // runUseOnceC runs the C reference in this VM (same kernel boot) for
-// trials trials, on TOS values and ports of its own, and returns its
-// counts. A missing binary or a failed run fails the test: the kernel
-// deviation the Go test may accept is only what C shows.
-func runUseOnceC(t *testing.T, trials int) cSteps {
+// trials trials, its client holding live more registrations through each
+// (see useonce.c), on ports of its own and on deadKeyConns, the
+// connections the Go tests' dead-key writes use too, and returns its
+// counts. A missing
+// binary or a failed run fails the test: the kernel deviation the Go test
+// may accept is only what C shows.
+func runUseOnceC(t *testing.T, trials, live int) cSteps {
 	t.Helper()
 	bin, err := filepath.Abs(filepath.Join("testdata", useOnceC))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the C reference is missing (%v): rdstest builds it; by hand: gcc -O2 -static -o integration/rdmafaults/testdata/%s integration/internal/bench/cbaseline/useonce.c", err, useOnceC)
+		t.Fatalf("the C reference is missing (%v): rdstest builds it; by hand: go generate ./integration/rdmafaults", err)
 	}
-	// Trials take turns on four connections (TOS values): a fresh one per
-	// trial ran out after 39 in one VM on 7.2 (connections rejected). An
-	// attempt whose connection does not come up moves on to the next, up
-	// to ten times in all.
-	var own [4]string
-	for i := range own {
-		own[i] = strconv.Itoa(int(freshTOS(t)))
-	}
+	// Trials take turns on the four connections; an attempt whose
+	// connection does not come up moves on to the next, up to ten times
+	// in all.
+	own := deadKeyTOS(t)
 	ntos := trials + 10
 	tos := make([]string, ntos)
 	for i := range tos {
-		tos[i] = own[i%len(own)]
+		tos[i] = strconv.Itoa(int(own[i%len(own)]))
 	}
 	base := port()
 	for range 2*ntos - 1 {
@@ -62,7 +61,7 @@ func runUseOnceC(t *testing.T, trials int) cSteps {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, vmtest.IBAddr1.String(), vmtest.IBAddr2.String(), strconv.Itoa(int(base)), strings.Join(tos, ","), strconv.Itoa(trials))
+	cmd := exec.CommandContext(ctx, bin, vmtest.IBAddr1.String(), vmtest.IBAddr2.String(), strconv.Itoa(int(base)), strings.Join(tos, ","), strconv.Itoa(trials), strconv.Itoa(live))
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
@@ -181,57 +180,96 @@ func plausibleAsC(goN, goOps, cN, cOps int) (bool, string) {
 	return tail >= 0.01, fmt.Sprintf("P(>= %d/%d) = %.3f at %.3f, the 95%% upper bound of C's rate", goN, goOps, tail, p)
 }
 
-// useOnceTrials is how many trials the shared run of the C reference has.
-const useOnceTrials = 40
+// useOnceTrials is how many trials the shared run of the C reference has
+// at first; useOnceMaxTrials is how many it may grow to (see
+// judgeDeadKeyWrites).
+const useOnceTrials, useOnceMaxTrials = 40, 160
 
 var useOnceRef struct {
 	sync.Mutex
-	steps cSteps
+	steps map[int]cSteps // by live registrations
 }
 
-// useOnceReference runs the C reference once per test binary (the first
-// test that needs it pays) and returns its counts to every test that
-// judges a write into a dead key against it.
-func useOnceReference(t *testing.T) cSteps {
+// useOnceReference runs the C reference with live registrations once per
+// test binary (the first test that needs that form pays) and returns its
+// counts to every test that judges a write into a dead key against it.
+func useOnceReference(t *testing.T, live int) cSteps {
 	t.Helper()
 	useOnceRef.Lock()
 	defer useOnceRef.Unlock()
 	if useOnceRef.steps == nil {
-		useOnceRef.steps = runUseOnceC(t, useOnceTrials)
+		useOnceRef.steps = map[int]cSteps{}
 	}
-	return useOnceRef.steps
+	if useOnceRef.steps[live] == nil {
+		useOnceRef.steps[live] = runUseOnceC(t, useOnceTrials, live)
+	}
+	return useOnceRef.steps[live]
+}
+
+// moreUseOnceReference runs that form of the C reference for another
+// trials trials in this VM, on the same connections, adds them to its
+// counts and returns those.
+func moreUseOnceReference(t *testing.T, trials, live int) cSteps {
+	t.Helper()
+	useOnceReference(t, live)
+	more := runUseOnceC(t, trials, live)
+	useOnceRef.Lock()
+	defer useOnceRef.Unlock()
+	sum := cSteps{}
+	for k, v := range useOnceRef.steps[live] {
+		m := more[k]
+		sum[k] = tally{ops: v.ops + m.ops, success: v.success + m.success, remote: v.remote + m.remote,
+			dropped: v.dropped + m.dropped, canceled: v.canceled + m.canceled, other: v.other + m.other, timeout: v.timeout + m.timeout}
+	}
+	useOnceRef.steps[live] = sum
+	return sum
 }
 
 // judgeDeadKeyWrites judges the statuses of RDMA WRITEs into keys the
 // peer had already given up (a use-once key after its use, a key freed
 // after the pool's confirmation), issued a second or more after the key
-// died. The kernel must refuse them with a remote access error. Linux 7.2
-// sometimes reports dropped instead, or nothing within the 10 s deadline
-// (see TestUseOnceKey for the mechanism); each is accepted only as far as
-// the C reference's writes a second after the key died ("later") show it
-// in the same VM run, at a plausible rate (plausibleAsC), and is logged as
-// a DEVIATION line for rdstest's summary; without that basis it fails
-// with RDSTEST_RELIABILITY_STRICT=1 and is otherwise reported as a
-// deviation accepted without a basis. Success, cancellation or another
-// status always fails.
-func judgeDeadKeyWrites(t *testing.T, what string, got tally, c cSteps) {
+// died, on deadKeyConns (newDeadKeyPair), while the registering socket
+// held live other registrations. The kernel must refuse them with a
+// remote access error. Linux 7.2 sometimes reports dropped instead, or
+// nothing within the 10 s deadline (see TestUseOnceKey for the
+// mechanism; with live registrations the drop's status waits until the
+// registering socket closes); each is accepted only as far as the C
+// reference's writes a second after the key died ("later"), with as many
+// live registrations, on the same connections in the same VM run, show
+// it, at a plausible rate (plausibleAsC), and is logged as a DEVIATION
+// line for rdstest's summary. The outcome is rare (C: 0 to 5 of 40 per
+// run on 7.2), so while C's trials so far do not account for Go's count,
+// C runs 40 more, up to useOnceMaxTrials, before the verdict: a Go rate
+// clearly above C's still fails. Without that basis the deviation fails
+// unless RDSTEST_RELIABILITY_STRICT=0, which reports it as accepted
+// without a basis. Success, cancellation or another status always fails.
+// It returns the C counts it judged against.
+func judgeDeadKeyWrites(t *testing.T, what string, got tally, live int) cSteps {
 	t.Helper()
-	ref := c["later"]
+	c := useOnceReference(t, live)
 	if bad := got.success + got.canceled + got.other; bad > 0 {
 		t.Errorf("%s: %d of %d writes into a dead key were not refused (success %d, canceled %d, other %d)", what, bad, got.ops, got.success, got.canceled, got.other)
 	}
-	for _, dev := range []struct {
-		name      string
-		goN, cN   int
-		signature string
-	}{
-		{"dropped", got.dropped, ref.dropped, "dead-key-write-dropped"},
-		{"timed out", got.timeout, ref.timeout, "dead-key-write-no-status"},
-	} {
+	type deviation struct {
+		name, signature string
+		goN             int
+		cN              func(tally) int
+	}
+	devs := []deviation{
+		{"dropped", "dead-key-write-dropped", got.dropped, func(c tally) int { return c.dropped }},
+		{"timed out", "dead-key-write-no-status", got.timeout, func(c tally) int { return c.timeout }},
+	}
+	for _, dev := range devs {
 		if dev.goN == 0 {
 			continue
 		}
-		ok, why := plausibleAsC(dev.goN, got.ops, dev.cN, ref.ops)
+		ok, why := plausibleAsC(dev.goN, got.ops, dev.cN(c["later"]), c["later"].ops)
+		for !ok && c["later"].ops < useOnceMaxTrials {
+			t.Logf("%s: Go %d/%d %s, C %d/%d: %s; C runs %d more trials on the same connections", what, dev.goN, got.ops, dev.name, dev.cN(c["later"]), c["later"].ops, why, useOnceTrials)
+			c = moreUseOnceReference(t, useOnceTrials, live)
+			ok, why = plausibleAsC(dev.goN, got.ops, dev.cN(c["later"]), c["later"].ops)
+		}
+		ref := c["later"]
 		basis, st := "none", 0
 		if ok {
 			basis = "c"
@@ -239,20 +277,16 @@ func judgeDeadKeyWrites(t *testing.T, what string, got tally, c cSteps) {
 		if strict() {
 			st = 1
 		}
-		t.Logf("DEVIATION|%s|kernel=%s|test=%s|go=%d|bound=-1|c=%d|basis=%s|strict=%d", dev.signature, vmtest.KernelRelease(), t.Name(), dev.goN, dev.cN, basis, st)
-		t.Logf("kernel: %s: a write into a dead key %s: Go %d/%d, C %d/%d (%s)", what, dev.name, dev.goN, got.ops, dev.cN, ref.ops, why)
+		t.Logf("DEVIATION|%s|kernel=%s|test=%s|go=%d|bound=-1|c=%d|basis=%s|strict=%d", dev.signature, vmtest.KernelRelease(), t.Name(), dev.goN, dev.cN(ref), basis, st)
+		t.Logf("kernel: %s: a write into a dead key %s: Go %d/%d, C %d/%d with %d live registrations (%s)", what, dev.name, dev.goN, got.ops, dev.cN(ref), ref.ops, live, why)
 		if !ok && strict() {
 			t.Errorf("%s: %d of %d writes into a dead key %s, want a remote access error: the C reference does not account for it (%s)", what, dev.goN, got.ops, dev.name, why)
 		}
 	}
+	return c
 }
 
 // strict reports whether every kernel deviation must be reproduced by the
-// C reference in the same run (RDSTEST_RELIABILITY_STRICT=1). Unlike the
-// delivery suites, these tests are not strict by default yet: the C
-// reference cycles four TOS values (connections) while the Go trials each
-// open a new one, and on 7.2 one Go write into a dead key was reported
-// dropped (1 of 3) where C, on its reused connections, never was (0 of
-// 40). Until both run on the same kind of connection, a deviation without
-// a C basis is reported (DEVIATION line, rdstest's summary), not failed.
-func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") == "1" }
+// C reference in the same run: the default, as in the delivery suites;
+// RDSTEST_RELIABILITY_STRICT=0 only reports those that are not.
+func strict() bool { return os.Getenv("RDSTEST_RELIABILITY_STRICT") != "0" }

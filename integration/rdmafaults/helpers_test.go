@@ -27,6 +27,7 @@ var (
 	// nextTOS hands every connection of this package its own type of
 	// service, hence its own RDS/IB connection: a remote access error
 	// tears its connection down, and other connections must not care.
+	// Writes into dead keys share four of them (deadKeyConns).
 	nextTOS atomic.Uint32
 )
 
@@ -201,6 +202,7 @@ func retireFaulted() {
 	}
 }
 
+// newPair makes a pair on a new TOS, hence a new RDS/IB connection.
 func newPair(t *testing.T, ctx context.Context) *pair {
 	t.Helper()
 	return newPairWith(t, ctx, nil, nil)
@@ -210,10 +212,57 @@ func newPair(t *testing.T, ctx context.Context) *pair {
 // rdmaops options (nil: a 30 s timeout, defaults).
 func newPairWith(t *testing.T, ctx context.Context, scfg *barrier.Config, sopts *rdmaops.Options) *pair {
 	t.Helper()
+	return pairOn(t, ctx, func() uint8 { return freshTOS(t) }, scfg, sopts)
+}
+
+// deadKeyConns are the four RDS/IB connections (TOS values) on which every
+// write into a dead key is made, by the C reference (useonce-c) and by the
+// Go tests judged against it: both take them in turn, so each write runs
+// on a connection that an earlier dead-key write tore down and that came
+// back, never on a brand-new one. (A new connection per C trial is not an
+// option: 7.2 refused new ones after 39 in one VM.)
+var deadKeyConns struct {
+	sync.Mutex
+	tos  []uint8
+	next int
+}
+
+// deadKeyTOS returns the TOS values of deadKeyConns, taken on first use.
+func deadKeyTOS(t *testing.T) []uint8 {
+	t.Helper()
+	deadKeyConns.Lock()
+	defer deadKeyConns.Unlock()
+	if deadKeyConns.tos == nil {
+		for range 4 {
+			deadKeyConns.tos = append(deadKeyConns.tos, freshTOS(t))
+		}
+	}
+	return deadKeyConns.tos
+}
+
+// newDeadKeyPair is newPair on the next of deadKeyConns (and the ones
+// after it while a connection does not come up, as useonce-c does).
+func newDeadKeyPair(t *testing.T, ctx context.Context) *pair {
+	t.Helper()
+	tos := deadKeyTOS(t)
+	return pairOn(t, ctx, func() uint8 {
+		deadKeyConns.Lock()
+		defer deadKeyConns.Unlock()
+		v := tos[deadKeyConns.next%len(tos)]
+		deadKeyConns.next++
+		return v
+	}, nil, nil)
+}
+
+// pairOn makes a pair on the TOS that pick returns, asking it for
+// another one after a connection that does not come up, four times at
+// most.
+func pairOn(t *testing.T, ctx context.Context, pick func() uint8, scfg *barrier.Config, sopts *rdmaops.Options) *pair {
+	t.Helper()
 	retireFaulted()
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		p, err := tryPair(t, ctx, scfg, sopts)
+		p, err := tryPair(t, ctx, pick(), scfg, sopts)
 		if err == nil {
 			p.upIn = time.Since(start)
 			if attempt > 1 {
@@ -226,15 +275,14 @@ func newPairWith(t *testing.T, ctx context.Context, scfg *barrier.Config, sopts 
 			t.Logf("blocked tasks:\n%s", strings.Join(vmtest.DumpBlocked(40, "rds", "task:", "rxe"), "\n"))
 		}
 		if attempt == 4 {
-			t.Fatalf("no RDS/IB connection on four fresh TOS values in %v", time.Since(start))
+			t.Fatalf("no RDS/IB connection on four TOS values in %v", time.Since(start))
 		}
 	}
 }
 
-// tryPair makes a pair on a fresh TOS and brings its connection up with a
+// tryPair makes a pair on tos and brings its connection up with a
 // message each way, resending the hello every second for up to 8 s.
-func tryPair(t *testing.T, ctx context.Context, scfg *barrier.Config, sopts *rdmaops.Options) (*pair, error) {
-	tos := freshTOS(t)
+func tryPair(t *testing.T, ctx context.Context, tos uint8, scfg *barrier.Config, sopts *rdmaops.Options) (*pair, error) {
 	if scfg == nil {
 		scfg = &barrier.Config{Timeout: 30 * time.Second}
 	}

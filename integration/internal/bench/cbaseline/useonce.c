@@ -1,8 +1,9 @@
 /*
- * useonce: the plain C reference for integration/rdmafaults' TestUseOnceKey.
+ * useonce: the plain C reference for integration/rdmafaults' writes into a
+ * dead key (TestUseOnceKey, TestPoolQuarantine).
  *
- * Per trial, on a fresh type of service (hence a fresh RDS/IB connection):
- * a client socket registers one page with RDS_CMSG_RDMA_MAP and the flags
+ * Per trial, on the type of service (hence the RDS/IB connection) the TOS
+ * list gives it: a client socket registers one page with RDS_CMSG_RDMA_MAP and the flags
  * RDS_RDMA_READWRITE|RDS_RDMA_USE_ONCE|RDS_RDMA_INVALIDATE, sending the
  * cookie to a server socket; the server issues RDMA WRITEs with
  * RDS_RDMA_NOTIFY_ME and a payload into it: the first, a second at once,
@@ -10,13 +11,18 @@
  * (RDS_CMSG_RDMA_STATUS) is recorded; memory and delivered payloads are
  * checked like the Go test checks them.
  *
+ * With LIVE > 0 the client first registers LIVE more pages (read-write,
+ * not use-once) and sends their cookies to the server, and keeps them
+ * registered until the trial ends, as a pool of buffers does (the Go
+ * TestPoolQuarantine's stray write is judged against that form).
+ *
  * Output: one line per trial and a summary line per step,
  *   useonce-c: STEP ops=N success=N remote_error=N canceled=N dropped=N other=N timeout=N
  * for STEP first, second, later; and "useonce-c: violations=N" (a refused
  * write that changed memory or delivered its payload, or a landed one
  * that did not). Exit status 0 unless setup failed (1) or usage (2).
  *
- *   useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS
+ *   useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS [LIVE]
  *
  * Attempt k uses ports PORT+2k (server) and PORT+2k+1 (client) and the
  * k-th TOS of the list (values may repeat: a connection is reused once its
@@ -63,6 +69,7 @@ struct step {
 static struct step first, second, later;
 static int violations;
 static long pagesz;
+static int live; /* registrations the client holds through a trial */
 
 _Noreturn static void fail(const char *fmt, ...)
 {
@@ -272,11 +279,40 @@ static int trial(int i, struct in_addr sip, struct in_addr cip, int port, uint8_
 	struct sockaddr_in ca = {.sin_family = AF_INET, .sin_addr = cip, .sin_port = htons((uint16_t)(port + 1))};
 	int s = sock_at(&sa, tos), c = sock_at(&ca, tos);
 	int ret = 0;
-	unsigned char *creg = NULL, *sreg = NULL;
+	unsigned char *creg = NULL, *sreg = NULL, *lreg = NULL;
 	if (hello(c, s, &sa) < 0 || hello(s, c, &ca) < 0) {
 		printf("useonce-c: trial %d: TOS %u: no connection within 8 s\n", i, tos);
 		ret = -1;
 		goto out;
+	}
+	/* The live registrations, each announced to the server. */
+	if (live > 0) {
+		lreg = mmap(NULL, (size_t)live * (size_t)pagesz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (lreg == MAP_FAILED)
+			fail("mmap: %s", strerror(errno));
+		for (int j = 0; j < live; j++) {
+			uint64_t lck = 0;
+			struct rds_get_mr_args la = {
+				.vec = {.addr = (uint64_t)(uintptr_t)(lreg + (size_t)j * (size_t)pagesz), .bytes = (uint64_t)pagesz},
+				.cookie_addr = (uint64_t)(uintptr_t)&lck,
+				.flags = RDS_RDMA_READWRITE,
+			};
+			union {
+				char buf[CMSG_SPACE(sizeof(la))];
+				struct cmsghdr align;
+			} lctl;
+			memset(&lctl, 0, sizeof(lctl));
+			struct cmsghdr *lc = (struct cmsghdr *)lctl.buf;
+			lc->cmsg_level = SOL_RDS;
+			lc->cmsg_type = RDS_CMSG_RDMA_MAP;
+			lc->cmsg_len = CMSG_LEN(sizeof(la));
+			memcpy(CMSG_DATA(lc), &la, sizeof(la));
+			if (send_msg(c, &sa, "live", lctl.buf, sizeof(lctl.buf)) < 0)
+				fail("sendmsg(RDS_CMSG_RDMA_MAP) live: %s", strerror(errno));
+			struct rcv lr;
+			if (!recv_data(s, 10000, &lr) || !lr.has_dest || lr.dest != lck)
+				fail("trial %d: no live registration message", i);
+		}
 	}
 	creg = mmap(NULL, (size_t)pagesz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	sreg = mmap(NULL, 3 * (size_t)pagesz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -346,6 +382,8 @@ static int trial(int i, struct in_addr sip, struct in_addr cip, int port, uint8_
 out:
 	close(s);
 	close(c);
+	if (lreg)
+		munmap(lreg, (size_t)live * (size_t)pagesz);
 	if (creg && creg != MAP_FAILED)
 		munmap(creg, (size_t)pagesz);
 	if (sreg && sreg != MAP_FAILED)
@@ -363,8 +401,8 @@ static void summary(const char *name, const struct step *s)
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS\n");
+	if (argc != 6 && argc != 7) {
+		fprintf(stderr, "usage: useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS [LIVE]\n");
 		return 2;
 	}
 	struct in_addr sip, cip;
@@ -373,6 +411,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int port = atoi(argv[3]), trials = atoi(argv[5]);
+	if (argc == 7) {
+		live = atoi(argv[6]);
+		if (live < 0 || live > 64) {
+			fprintf(stderr, "useonce-c: bad LIVE count %s\n", argv[6]);
+			return 2;
+		}
+	}
 	uint8_t tos[256];
 	int ntos = 0;
 	for (char *p = argv[4], *e; *p && ntos < 256; p = *e ? e + 1 : e) {
