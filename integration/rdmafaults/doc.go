@@ -9,8 +9,9 @@
 // RELIABILITY line per fault.
 //
 // Writes into a dead key are judged against the plain C reference
-// integration/internal/bench/cbaseline/useonce.c, run in the same VM on the same connections;
-// it must be built on the host first: rdstest does it; by hand,
+// integration/internal/bench/cbaseline/useonce.c, run in the same VM on
+// the same connections once a Go write deviates; it must be built on the
+// host first: rdstest does it; by hand,
 // go generate ./integration/rdmafaults (gcc and a static libc). Without it
 // the tests that need it fail. A dead-key deviation that C does not show
 // fails the test; RDSTEST_RELIABILITY_STRICT=0 only reports it (see
