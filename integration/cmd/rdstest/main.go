@@ -538,7 +538,20 @@ var bootLine = regexp.MustCompile(`rdsvm: kernel .*booted in`)
 // output with a testRun for kernel ("host" or a release), recording every
 // result in the results log.
 func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, error) {
+	t, _, err := goTestJSONCrashes(kernel, race, env, args...)
+	return t, err
+}
+
+// goTestJSONCrashes is goTestJSON that also returns how the guest kernel
+// panicked, if it did (rdsvm's description of each panic).
+func goTestJSONCrashes(kernel string, race bool, env []string, args ...string) (tally, []string, error) {
 	r := newTestRun(kernel, race, os.Stdout, *flagVerbose, results)
+	t, err := r.runGo(env, args...)
+	return t, r.crashes, err
+}
+
+func (r *testRun) runGo(env []string, args ...string) (tally, error) {
+	kernel, race := r.kernel, r.race
 	cmd := exec.Command("go", args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stdout

@@ -143,6 +143,7 @@ type testRun struct {
 	boot        []string // rdsvm's boot-time lines
 	reliability []string // RELIABILITY| rows
 	deviations  []string // DEVIATION| lines
+	crashes     []string // rdsvm's "the guest kernel panicked: ..." lines
 }
 
 func newTestRun(kernel string, race bool, out io.Writer, verbose bool, log *resultsLog) *testRun {
@@ -194,6 +195,9 @@ func (r *testRun) line(b []byte) {
 		}
 		if _, row, ok := strings.Cut(e.Output, deviationPrefix); ok {
 			r.deviations = append(r.deviations, strings.TrimSpace(row))
+		}
+		if _, why, ok := strings.Cut(e.Output, guestPanicked); ok {
+			r.crashes = append(r.crashes, strings.TrimSpace(why))
 		}
 		switch {
 		case r.verbose:

@@ -88,6 +88,8 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 		mu      sync.Mutex
 		tallies = map[string]*tally{}
 		stopped bool // -short-circuit saw a failure
+		// crashNotes name the runs repeated after a known kernel crash.
+		crashNotes []string
 	)
 	for _, k := range kernels {
 		tallies[k] = &tally{}
@@ -110,9 +112,21 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 					args = append(args, "-run", j.run)
 				}
 				args = append(args, j.pkg)
-				t, err := goTestJSON(kk.Release, j.race, env, args...)
+				t, crashes, err := goTestJSONCrashes(kk.Release, j.race, env, args...)
 				if err != nil {
 					fmt.Printf("rdstest: %v\n", err)
+				}
+				if k, ok := knownCrashIn(crashes); ok && t.failed > 0 {
+					line := fmt.Sprintf("kernel %s: %s: the guest crashed on a known kernel bug (%s: %s); running the package once more",
+						kk.Release, j.pkg, k.signature, k.evidence)
+					fmt.Println("rdstest: " + line)
+					t, _, err = goTestJSONCrashes(kk.Release, j.race, env, args...)
+					if err != nil {
+						fmt.Printf("rdstest: %v\n", err)
+					}
+					mu.Lock()
+					crashNotes = append(crashNotes, line+fmt.Sprintf("; the rerun: %s", t))
+					mu.Unlock()
 				}
 				mu.Lock()
 				tallies[j.kernel].add(t)
@@ -134,6 +148,7 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 	}
 	close(next)
 	wg.Wait()
+	summary = append(summary, crashNotes...)
 	var all tally
 	for _, k := range kernels {
 		kk := fetched[k]

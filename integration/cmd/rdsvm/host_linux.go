@@ -483,15 +483,37 @@ func (v *vm) run(ctx context.Context) {
 	}
 }
 
-var panicRe = regexp.MustCompile(`Kernel panic - not syncing.*`)
+var (
+	panicRe = regexp.MustCompile(`Kernel panic - not syncing.*`)
+	oopsRe  = regexp.MustCompile(`Oops: [^\n]*?:`)
+	ripRe   = regexp.MustCompile(`RIP: 0010:([A-Za-z0-9_.]+)\+`)
+)
 
-// panicLine returns the kernel's panic message from a console log, if any.
+// panicLine returns the kernel's panic message from a console log, if any,
+// followed by the first oops and the function it happened in ("Oops:
+// divide error: in rds_queue_reconnect"), which is what names a known
+// kernel crash.
 func panicLine(console string) string {
 	b, err := os.ReadFile(console)
 	if err != nil {
 		return ""
 	}
-	return strings.TrimSpace(string(panicRe.Find(b)))
+	return describePanic(b)
+}
+
+func describePanic(console []byte) string {
+	p := strings.TrimSpace(string(panicRe.Find(console)))
+	if p == "" {
+		return ""
+	}
+	if o := oopsRe.Find(console); o != nil {
+		p += " (" + strings.TrimSuffix(string(o), ":")
+		if m := ripRe.FindSubmatch(console); m != nil {
+			p += " in " + string(m[1])
+		}
+		p += ")"
+	}
+	return p
 }
 
 // printConsoleTail shows the last n lines of the guest console log.

@@ -236,3 +236,23 @@ func TestSelectModules(t *testing.T) {
 		t.Fatalf("without crc32 at all: %v, want an error naming crc32_generic", err)
 	}
 }
+
+// TestDescribePanic: a panic is named with its oops and the function the
+// oops happened in; a console without a panic names nothing.
+func TestDescribePanic(t *testing.T) {
+	console := []byte(`[   90.199772] Oops: divide error: 0000 [#1] SMP NOPTI
+[   90.201049] RIP: 0010:rds_queue_reconnect+0xd9/0x1a0 [rds]
+[   90.235145] RIP: 0010:other_function+0x1/0x2
+[   90.284429] Kernel panic - not syncing: Fatal exception
+`)
+	want := "Kernel panic - not syncing: Fatal exception (Oops: divide error in rds_queue_reconnect)"
+	if got := describePanic(console); got != want {
+		t.Errorf("describePanic = %q, want %q", got, want)
+	}
+	if got := describePanic([]byte("[ 1.0] Oops: int3: 0000\n[ 1.1] RIP: 0010:foo+0x1\n")); got != "" {
+		t.Errorf("describePanic without a panic = %q, want \"\"", got)
+	}
+	if got := describePanic([]byte("Kernel panic - not syncing: VFS: Unable to mount root fs\n")); got != "Kernel panic - not syncing: VFS: Unable to mount root fs" {
+		t.Errorf("describePanic without an oops = %q", got)
+	}
+}
