@@ -22,7 +22,7 @@ var knownCrashes = []knownCrash{
 		signature: "Oops: divide error in rds_queue_reconnect",
 		evidence: "Linux 7.2 reads cp_reconnect_jiffies twice, checking it is not 0 and then dividing by it, " +
 			"while rds_connect_path_complete may zero it on another work queue (net/rds/threads.c); " +
-			"it also crashed a CI run while only the plain C reference useonce-c was running (TESTING.md, Kernel defects measured)",
+			"one CI run crashed in TestUseOnceKey, when it ran the plain C reference useonce-c first (TESTING.md, Kernel defects measured)",
 	},
 }
 
