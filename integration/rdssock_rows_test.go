@@ -121,7 +121,7 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 	wantConnTransport(t, b, rdssock.TransportTCP)
 	exchangeConns(t, a, b)
 
-	conns, err := a.Connections6()
+	conns, err := a.Connections()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 	}
 	t.Logf("connection %+v", *found)
 
-	socks, err := a.Sockets6()
+	socks, err := a.Sockets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 		t.Fatalf("RDS6_INFO_SOCKETS has no socket bound to %v: %+v", a.LocalAddrPort(), socks)
 	}
 
-	tcps, err := a.TCPSockets6()
+	tcps, err := a.TCPSockets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestIntegrationRowsIB6(t *testing.T) {
 	wantConnTransport(t, a, rdssock.TransportIB)
 	wantConnTransport(t, b, rdssock.TransportIB)
 	exchangeConns(t, a, b)
-	ibs, err := a.IBConnections6()
+	ibs, err := a.IBConnections()
 	if err != nil {
 		t.Fatal(err)
 	}

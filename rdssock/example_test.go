@@ -101,7 +101,7 @@ func ExampleConn_Connections() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	conns, err := c.Connections6()
+	conns, err := c.Connections()
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -181,7 +181,7 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 	}
 	f.tr.mu.Unlock()
 	for _, sn := range f.senders {
-		for _, tb := range []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages} {
+		for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
 			msgs, err := sn.c.Messages(tb)
 			if err != nil {
 				t.Fatalf("%v: %v", tb, err)

@@ -401,7 +401,7 @@ func queuedAt(to netip.AddrPort) (int, error) {
 		return 0, fmt.Errorf("a socket on %v to read its receive queue: %w", to.Addr(), err)
 	}
 	defer c.Close()
-	msgs, err := c.Messages(rdssock.Info6RecvMessages)
+	msgs, err := c.Messages(rdssock.ReceiveQueue)
 	if err != nil {
 		return 0, fmt.Errorf("queued receive messages: %w", err)
 	}
@@ -724,7 +724,7 @@ func connState(c *rdssock.Conn, a, b netip.Addr) string {
 		x, y = x.Unmap(), y.Unmap()
 		return x == a.Unmap() && y == b.Unmap() || x == b.Unmap() && y == a.Unmap()
 	}
-	if conns, err := c.Connections6(); err != nil {
+	if conns, err := c.Connections(); err != nil {
 		parts = append(parts, "connections: "+err.Error())
 	} else {
 		for _, cn := range conns {
@@ -733,7 +733,7 @@ func connState(c *rdssock.Conn, a, b netip.Addr) string {
 			}
 		}
 	}
-	if socks, err := c.TCPSockets6(); err != nil {
+	if socks, err := c.TCPSockets(); err != nil {
 		parts = append(parts, "tcp sockets: "+err.Error())
 	} else {
 		n := 0
@@ -791,9 +791,9 @@ func warmUp(t testing.TB) {
 // namespace (RDS6_INFO_CONNECTIONS), and whether there is one.
 func connFlags(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (uint8, bool) {
 	t.Helper()
-	conns, err := c.Connections6()
+	conns, err := c.Connections()
 	if err != nil {
-		t.Fatalf("Connections6: %v", err)
+		t.Fatalf("Connections: %v", err)
 	}
 	for _, x := range conns {
 		if x.Local.Unmap() == l && x.Remote.Unmap() == r {

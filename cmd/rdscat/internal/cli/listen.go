@@ -287,19 +287,15 @@ func drain(e *env, c *rdssock.Conn, wait time.Duration) error {
 // It reads the send and retransmit tables.
 func unacked(c *rdssock.Conn) (int, error) {
 	local := c.LocalAddrPort()
-	v6 := local.Addr().Is6()
-	tables := []rdssock.InfoTable{rdssock.InfoSendMessages, rdssock.InfoRetransMessages}
-	if v6 {
-		tables = []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages}
-	}
+	addr := local.Addr().WithZone("").Unmap() // the tables carry no zones
 	pending := 0
-	for _, t := range tables {
-		ms, err := c.Messages(t)
+	for _, q := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
+		ms, err := c.Messages(q)
 		if err != nil {
 			return 0, err
 		}
 		for _, m := range ms {
-			if m.Local == local || (v6 && m.Local.Addr().Unmap() == local.Addr().Unmap() && m.Local.Port() == local.Port()) {
+			if m.Local.Addr() == addr && m.Local.Port() == local.Port() {
 				pending++
 			}
 		}
