@@ -418,6 +418,27 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 			}
 		}
 	}
+	// RDS/IB asks for an acknowledgement only every 8 messages, so the IB
+	// exchange above may still sit on a retransmit queue: compare with the
+	// IPv4 table, whose rows carry no addresses (see info_linux.go).
+	retrans, err := a.Messages(rdssock.RetransmitQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range retrans {
+		if m.Local.Addr().Is4In6() || m.Remote.Addr().Is4In6() {
+			t.Errorf("retransmit queue: IPv4-mapped row %+v", m)
+		}
+	}
+	data, each, err = rdsinfo.Read(rc, rdsinfo.RetransMessages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw4, err := rdsinfo.ParseMessages(data, each, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("retransmit queue: %+v; the IPv4 table: %+v", retrans, raw4)
 	for _, q := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
 		if _, err := a.Messages(q); err != nil {
 			t.Errorf("Messages(%d): %v", q, err)

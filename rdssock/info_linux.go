@@ -18,6 +18,11 @@ import (
 // TCP sockets), IPv4 rows come from the IPv4 table instead. On a kernel
 // without IPv6 RDS (the RDS6 table gives ENOPROTOOPT) the IPv4 table is
 // read alone.
+//
+// The IPv4 send and retransmit tables are no substitute: the kernel fills
+// their addresses from the first four bytes of the IPv4-mapped address
+// (*(__be32 *)&conn->c_laddr in net/rds/connection.c), so every row reads
+// 0.0.0.0.
 
 // readInfo reads one table through internal/rdsinfo with this package's
 // errors.

@@ -284,12 +284,19 @@ func drain(e *env, c *rdssock.Conn, wait time.Duration) error {
 
 // unacked counts the messages from c's address that the kernel still
 // holds: not yet sent, or sent and not acknowledged by the peer's kernel.
-// It reads the send and retransmit tables.
+// It reads the send and retransmit queues; over RDS/IB only the send
+// queue, since IB asks for an acknowledgement only every 8 messages or
+// 16 KiB (rds_sysctl_max_unacked_packets and _bytes in net/rds/send.c), so
+// a short burst stays on the retransmit queue although delivered.
 func unacked(c *rdssock.Conn) (int, error) {
 	local := c.LocalAddrPort()
 	addr := local.Addr().WithZone("").Unmap() // the tables carry no zones
+	queues := []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue}
+	if tr, err := c.Transport(); err == nil && tr == rdssock.TransportIB {
+		queues = queues[:1]
+	}
 	pending := 0
-	for _, q := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
+	for _, q := range queues {
 		ms, err := c.Messages(q)
 		if err != nil {
 			return 0, err
