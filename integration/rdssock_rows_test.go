@@ -131,7 +131,7 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 			found = &conns[i]
 		}
 	}
-	if found == nil || found.Transport != "tcp" || found.Flags&rdssock.ConnConnected == 0 || found.NextTxSeq < 2 || found.NextRxSeq < 2 {
+	if found == nil || found.Transport != "tcp" || !found.Connected || found.NextTxSeq < 2 || found.NextRxSeq < 2 {
 		t.Fatalf("RDS6_INFO_CONNECTIONS: %v -> %v is %+v in %+v", vmtest.TCPLocal6, vmtest.TCPPeer6, found, conns)
 	}
 	t.Logf("connection %+v", *found)

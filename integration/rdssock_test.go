@@ -310,7 +310,7 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 		}
 	}
 	for _, p := range [][2]netip.Addr{{vmtest.TCPLocal4, vmtest.TCPPeer4}, {vmtest.TCPLocal6, vmtest.TCPPeer6}} {
-		if c := find(conns, p[0], p[1]); c == nil || c.Transport != "tcp" || c.Flags&rdssock.ConnConnected == 0 {
+		if c := find(conns, p[0], p[1]); c == nil || c.Transport != "tcp" || !c.Connected {
 			t.Errorf("Connections: TCP connection %v -> %v is %+v in %+v", p[0], p[1], c, conns)
 		}
 	}

@@ -106,7 +106,7 @@ func ExampleConn_Connections() {
 		log.Fatal(err)
 	}
 	for _, cn := range conns {
-		fmt.Println(cn.Local, cn.Remote, cn.Transport, cn.Flags&rdssock.ConnConnected != 0)
+		fmt.Println(cn.Local, cn.Remote, cn.Transport, cn.Connected)
 	}
 }
 

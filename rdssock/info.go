@@ -1,10 +1,6 @@
 package rdssock
 
-import (
-	"net/netip"
-
-	"github.com/go-rds/rds/internal/rdsabi"
-)
+import "net/netip"
 
 // MessageQueue selects the queue Conn.Messages lists.
 type MessageQueue int
@@ -25,13 +21,6 @@ type Counter struct {
 	Value uint64
 }
 
-// Connection flags in Connection.Flags.
-const (
-	ConnSending    = rdsabi.InfoConnFlagSending
-	ConnConnecting = rdsabi.InfoConnFlagConnecting
-	ConnConnected  = rdsabi.InfoConnFlagConnected
-)
-
 // Connection is one RDS connection (path) of the socket's network
 // namespace. Addresses of IPv4 connections are IPv4, never IPv4-mapped.
 type Connection struct {
@@ -40,24 +29,20 @@ type Connection struct {
 	Local     netip.Addr
 	Remote    netip.Addr
 	Transport string // as the kernel names it: "tcp", "infiniband", "loopback"
-	Flags     uint8  // ConnSending, ConnConnecting, ConnConnected
-	TOS       uint8  // the kernel reports it for IPv4 connections only
+	// The state: sending (a transmit is under way), connecting or
+	// connected (RDS_INFO_CONNECTION_FLAG_*).
+	Sending, Connecting, Connected bool
+	TOS                            uint8 // the kernel reports it for IPv4 connections only
 }
 
-// Message flags in QueuedMessage.Flags.
-const (
-	MessageAck     = rdsabi.InfoMsgFlagAck
-	MessageFastAck = rdsabi.InfoMsgFlagFastAck
-)
-
 // QueuedMessage is a message in one of the kernel's queues (see
-// MessageQueue).
+// MessageQueue). The tables' flags field is left out: mainline kernels
+// always write 0 there (net/rds/recv.c).
 type QueuedMessage struct {
 	Seq    uint64
 	Len    uint32
 	Local  netip.AddrPort
 	Remote netip.AddrPort
-	Flags  uint8
 	TOS    uint8
 }
 

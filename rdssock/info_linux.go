@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rds/rds/internal/rdsabi"
 	"github.com/go-rds/rds/internal/rdsinfo"
 )
 
@@ -117,8 +118,14 @@ func (c *Conn) Connections() ([]Connection, error) {
 	cs, err := mergeTable(c, rdsinfo.Connections6, rdsinfo.Connections, rdsinfo.ParseConnections,
 		func(x rdsinfo.Connection) bool { return x.Local.Is4In6() })
 	return convert(cs, err, func(x rdsinfo.Connection) Connection {
-		x.Local, x.Remote = unmap(x.Local), unmap(x.Remote)
-		return Connection(x)
+		return Connection{
+			NextTxSeq: x.NextTxSeq, NextRxSeq: x.NextRxSeq,
+			Local: unmap(x.Local), Remote: unmap(x.Remote), Transport: x.Transport,
+			Sending:    x.Flags&rdsabi.InfoConnFlagSending != 0,
+			Connecting: x.Flags&rdsabi.InfoConnFlagConnecting != 0,
+			Connected:  x.Flags&rdsabi.InfoConnFlagConnected != 0,
+			TOS:        x.TOS,
+		}
 	})
 }
 
@@ -137,8 +144,7 @@ func (c *Conn) Messages(q MessageQueue) ([]QueuedMessage, error) {
 	}
 	ms, err := readTable(c, t6, t4, rdsinfo.ParseMessages)
 	return convert(ms, err, func(x rdsinfo.Message) QueuedMessage {
-		x.Local, x.Remote = unmapPort(x.Local), unmapPort(x.Remote)
-		return QueuedMessage(x)
+		return QueuedMessage{Seq: x.Seq, Len: x.Len, Local: unmapPort(x.Local), Remote: unmapPort(x.Remote), TOS: x.TOS}
 	})
 }
 

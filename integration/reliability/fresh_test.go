@@ -113,11 +113,11 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 		recvSides = append(recvSides, sendSide)
 	}
 	for _, c := range []*rdssock.Conn{s.c, rc} {
-		if flags, ok := connFlags(t, c, from, to); ok {
-			t.Fatalf("connection %v -> %v exists before the first send (flags %#x): not fresh", from, to, flags)
+		if cn, ok := connection(t, c, from, to); ok {
+			t.Fatalf("connection %v -> %v exists before the first send (%+v): not fresh", from, to, cn)
 		}
-		if flags, ok := connFlags(t, c, to, from); ok {
-			t.Fatalf("connection %v -> %v exists before the first send (flags %#x): not fresh", to, from, flags)
+		if cn, ok := connection(t, c, to, from); ok {
+			t.Fatalf("connection %v -> %v exists before the first send (%+v): not fresh", to, from, cn)
 		}
 	}
 	before, tcpBefore := counters(t, s.c), tcpBoth(t)

@@ -729,7 +729,7 @@ func connState(c *rdssock.Conn, a, b netip.Addr) string {
 	} else {
 		for _, cn := range conns {
 			if between(cn.Local, cn.Remote) {
-				parts = append(parts, fmt.Sprintf("conn %v->%v %s flags %#x tx %d rx %d", cn.Local, cn.Remote, cn.Transport, cn.Flags, cn.NextTxSeq, cn.NextRxSeq))
+				parts = append(parts, fmt.Sprintf("conn %v->%v %s sending %t connecting %t connected %t tx %d rx %d", cn.Local, cn.Remote, cn.Transport, cn.Sending, cn.Connecting, cn.Connected, cn.NextTxSeq, cn.NextRxSeq))
 			}
 		}
 	}
@@ -787,9 +787,9 @@ func warmUp(t testing.TB) {
 	}
 }
 
-// connFlags returns the flags of the RDS connection l -> r in c's
-// namespace (RDS6_INFO_CONNECTIONS), and whether there is one.
-func connFlags(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (uint8, bool) {
+// connection returns the RDS connection l -> r in c's namespace, and
+// whether there is one.
+func connection(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (rdssock.Connection, bool) {
 	t.Helper()
 	conns, err := c.Connections()
 	if err != nil {
@@ -797,10 +797,10 @@ func connFlags(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (uint8, bool) {
 	}
 	for _, x := range conns {
 		if x.Local.Unmap() == l && x.Remote.Unmap() == r {
-			return x.Flags, true
+			return x, true
 		}
 	}
-	return 0, false
+	return rdssock.Connection{}, false
 }
 
 // tcpStats reads the TCP counters of namespace s from

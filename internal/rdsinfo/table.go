@@ -102,8 +102,8 @@ func Parse(s string) (Table, error) {
 // number of rows.
 var ErrFormat = errors.New("rds: malformed info table data")
 
-// The decoded rows. rdssock's exported row types have the same fields in
-// the same order and convert from these.
+// The decoded rows, with every field of the kernel's; rdssock's exported
+// row types convert from these.
 type (
 	// Counter is a row of RDS_INFO_COUNTERS.
 	Counter struct {
