@@ -418,19 +418,31 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 			}
 		}
 	}
-	// RDS/IB asks for an acknowledgement only every 8 messages, so the IB
-	// exchange above may still sit on a retransmit queue: compare with the
-	// IPv4 table, whose rows carry no addresses (see info_linux.go).
-	retrans, err := a.Messages(rdssock.RetransmitQueue)
-	if err != nil {
+	// A message to an address nobody answers (10.11.0.99 is on the TCP
+	// link's subnet, unassigned) waits on the send queue while RDS/TCP
+	// tries to connect; the queue lists it with its IPv4 addresses. The
+	// IPv4 send table is logged for comparison: the kernel fills its
+	// addresses from the wrong bytes (see info_linux.go).
+	held := listen(t, netip.AddrPortFrom(vmtest.TCPLocal4, port()), nil)
+	nowhere := netip.AddrPortFrom(netip.MustParseAddr("10.11.0.99"), port())
+	if _, err := held.WriteMsg([]byte("held"), nil, nowhere); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range retrans {
-		if m.Local.Addr().Is4In6() || m.Remote.Addr().Is4In6() {
-			t.Errorf("retransmit queue: IPv4-mapped row %+v", m)
+	var queued []rdssock.QueuedMessage
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if queued, err = a.Messages(rdssock.SendQueue); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(queued, func(m rdssock.QueuedMessage) bool {
+			return m.Local == held.LocalAddrPort() && m.Remote == nowhere && m.Len == 4
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("send queue lacks %v -> %v: %+v", held.LocalAddrPort(), nowhere, queued)
 		}
 	}
-	data, each, err = rdsinfo.Read(rc, rdsinfo.RetransMessages, nil)
+	data, each, err = rdsinfo.Read(rc, rdsinfo.SendMessages, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,7 +450,7 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("retransmit queue: %+v; the IPv4 table: %+v", retrans, raw4)
+	t.Logf("send queue: %+v; the IPv4 send table: %+v", queued, raw4)
 	for _, q := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
 		if _, err := a.Messages(q); err != nil {
 			t.Errorf("Messages(%d): %v", q, err)

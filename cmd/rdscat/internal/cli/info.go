@@ -41,7 +41,9 @@ module is not loaded are noted on standard error. The tables:
   iwarp-connections   no mainline kernel provides it
 
 The names ending in 6 are the RDS6 tables, which also list IPv4 peers (as
-IPv4-mapped addresses). Connections, queues and sockets are those of the
+IPv4-mapped addresses). The kernel fills the addresses of the IPv4 send
+and retransmit tables from the wrong bytes (they read 0.0.0.0): use their
+6 twins. Connections, queues and sockets are those of the
 network namespace (see -netns); counters are global. Connection flags:
 s sending, c connecting, C connected.
 
