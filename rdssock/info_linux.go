@@ -36,17 +36,20 @@ func (c *Conn) readInfo(t rdsinfo.Table) ([]byte, int, error) {
 	return data, each, nil
 }
 
+// infoReader reads one table: Conn.readInfo, or a fake in tests.
+type infoReader func(rdsinfo.Table) ([]byte, int, error)
+
 // readTable reads table t6 (an RDS6 table) and decodes it with parse; if
 // this kernel has no IPv6 RDS it reads and decodes t4 instead.
-func readTable[R any](c *Conn, t6, t4 rdsinfo.Table, parse func([]byte, int, bool) ([]R, error)) ([]R, error) {
-	data, each, err := c.readInfo(t6)
+func readTable[R any](read infoReader, t6, t4 rdsinfo.Table, parse func([]byte, int, bool) ([]R, error)) ([]R, error) {
+	data, each, err := read(t6)
 	if err == nil {
 		return parse(data, each, true)
 	}
 	if !errors.Is(err, unix.ENOPROTOOPT) {
 		return nil, err
 	}
-	data, each, err4 := c.readInfo(t4)
+	data, each, err4 := read(t4)
 	if err4 != nil {
 		return nil, err4
 	}
@@ -55,8 +58,8 @@ func readTable[R any](c *Conn, t6, t4 rdsinfo.Table, parse func([]byte, int, boo
 
 // mergeTable is readTable for tables whose IPv4 rows carry more than the
 // IPv6 ones: IPv4 rows come from t4, the others from t6.
-func mergeTable[R any](c *Conn, t6, t4 rdsinfo.Table, parse func([]byte, int, bool) ([]R, error), is4 func(R) bool) ([]R, error) {
-	data, each, err := c.readInfo(t4)
+func mergeTable[R any](read infoReader, t6, t4 rdsinfo.Table, parse func([]byte, int, bool) ([]R, error), is4 func(R) bool) ([]R, error) {
+	data, each, err := read(t4)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +67,7 @@ func mergeTable[R any](c *Conn, t6, t4 rdsinfo.Table, parse func([]byte, int, bo
 	if err != nil {
 		return nil, err
 	}
-	data, each, err = c.readInfo(t6)
+	data, each, err = read(t6)
 	if errors.Is(err, unix.ENOPROTOOPT) {
 		return rows, nil
 	}
@@ -115,7 +118,7 @@ func (c *Conn) Counters() ([]Counter, error) {
 // Connections returns the RDS connections of the socket's network
 // namespace, IPv4 and IPv6.
 func (c *Conn) Connections() ([]Connection, error) {
-	cs, err := mergeTable(c, rdsinfo.Connections6, rdsinfo.Connections, rdsinfo.ParseConnections,
+	cs, err := mergeTable(c.readInfo, rdsinfo.Connections6, rdsinfo.Connections, rdsinfo.ParseConnections,
 		func(x rdsinfo.Connection) bool { return x.Local.Is4In6() })
 	return convert(cs, err, func(x rdsinfo.Connection) Connection {
 		return Connection{
@@ -142,7 +145,7 @@ func (c *Conn) Messages(q MessageQueue) ([]QueuedMessage, error) {
 	default:
 		return nil, opError("getsockopt", c.LocalAddr(), nil, fmt.Errorf("unknown message queue %d", int(q)))
 	}
-	ms, err := readTable(c, t6, t4, rdsinfo.ParseMessages)
+	ms, err := readTable(c.readInfo, t6, t4, rdsinfo.ParseMessages)
 	return convert(ms, err, func(x rdsinfo.Message) QueuedMessage {
 		return QueuedMessage{Seq: x.Seq, Len: x.Len, Local: unmapPort(x.Local), Remote: unmapPort(x.Remote), TOS: x.TOS}
 	})
@@ -150,7 +153,7 @@ func (c *Conn) Messages(q MessageQueue) ([]QueuedMessage, error) {
 
 // Sockets returns the RDS sockets of the namespace, bound or not.
 func (c *Conn) Sockets() ([]SocketInfo, error) {
-	ss, err := readTable(c, rdsinfo.Sockets6, rdsinfo.Sockets, rdsinfo.ParseSockets)
+	ss, err := readTable(c.readInfo, rdsinfo.Sockets6, rdsinfo.Sockets, rdsinfo.ParseSockets)
 	return convert(ss, err, func(x rdsinfo.Socket) SocketInfo {
 		x.Bound, x.Connected = unmapPort(x.Bound), unmapPort(x.Connected)
 		return SocketInfo(x)
@@ -160,7 +163,7 @@ func (c *Conn) Sockets() ([]SocketInfo, error) {
 // TCPSockets returns the TCP sockets under the namespace's RDS/TCP
 // connections; it needs rds_tcp.
 func (c *Conn) TCPSockets() ([]TCPSocket, error) {
-	ss, err := mergeTable(c, rdsinfo.TCPSockets6, rdsinfo.TCPSockets, rdsinfo.ParseTCPSockets,
+	ss, err := mergeTable(c.readInfo, rdsinfo.TCPSockets6, rdsinfo.TCPSockets, rdsinfo.ParseTCPSockets,
 		func(x rdsinfo.TCPSocket) bool { return x.Local.Addr().Is4In6() })
 	return convert(ss, err, func(x rdsinfo.TCPSocket) TCPSocket {
 		x.Local, x.Peer = unmapPort(x.Local), unmapPort(x.Peer)
@@ -171,7 +174,7 @@ func (c *Conn) TCPSockets() ([]TCPSocket, error) {
 // IBConnections returns the InfiniBand and RoCE connections of the
 // namespace; it needs rds_rdma.
 func (c *Conn) IBConnections() ([]IBConnection, error) {
-	cs, err := readTable(c, rdsinfo.IBConnections6, rdsinfo.IBConnections, rdsinfo.ParseIBConnections)
+	cs, err := readTable(c.readInfo, rdsinfo.IBConnections6, rdsinfo.IBConnections, rdsinfo.ParseIBConnections)
 	return convert(cs, err, func(x rdsinfo.IBConnection) IBConnection {
 		x.Source, x.Dest = unmap(x.Source), unmap(x.Dest)
 		return IBConnection(x)
