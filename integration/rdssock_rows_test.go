@@ -106,7 +106,7 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 	wantConnTransport(t, b, rdssock.TransportTCP)
 	exchangeConns(t, a, b)
 
-	conns, err := a.Connections6()
+	conns, err := a.Connections()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +116,12 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 			found = &conns[i]
 		}
 	}
-	if found == nil || found.Transport != "tcp" || found.Flags&rdssock.ConnConnected == 0 || found.NextTxSeq < 2 || found.NextRxSeq < 2 {
+	if found == nil || found.Transport != "tcp" || !found.Connected || found.NextTxSeq < 2 || found.NextRxSeq < 2 {
 		t.Fatalf("RDS6_INFO_CONNECTIONS: %v -> %v is %+v in %+v", vmtest.TCPLocal6, vmtest.TCPPeer6, found, conns)
 	}
 	t.Logf("connection %+v", *found)
 
-	socks, err := a.Sockets6()
+	socks, err := a.Sockets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestIntegrationRowsTCP6(t *testing.T) {
 		t.Fatalf("RDS6_INFO_SOCKETS has no socket bound to %v: %+v", a.LocalAddrPort(), socks)
 	}
 
-	tcps, err := a.TCPSockets6()
+	tcps, err := a.TCPSockets()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestIntegrationRowsIB6(t *testing.T) {
 	wantConnTransport(t, a, rdssock.TransportIB)
 	wantConnTransport(t, b, rdssock.TransportIB)
 	exchangeConns(t, a, b)
-	ibs, err := a.IBConnections6()
+	ibs, err := a.IBConnections()
 	if err != nil {
 		t.Fatal(err)
 	}

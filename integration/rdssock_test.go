@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/integration/vmtest"
 	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/internal/rdsinfo"
 	"github.com/go-rds/rds/rdssock"
 )
 
@@ -255,10 +257,16 @@ func counter(t *testing.T, cs []rdssock.Counter, name string) uint64 {
 	return 0
 }
 
+// TestIntegrationRdssockInfoTables reads every table kind with an IPv4 and
+// an IPv6 RDS/TCP connection and an IPv4 IB connection present: each
+// method lists both families, IPv4 addresses unmapped, and the kernel's
+// RDS6 tables (read raw) list the IPv4 peers as IPv4-mapped addresses.
 func TestIntegrationRdssockInfoTables(t *testing.T) {
 	vmtest.Require(t)
 	a := listen(t, netip.AddrPortFrom(vmtest.TCPLocal4, port()), nil)
 	b := listenPeer(t, netip.AddrPortFrom(vmtest.TCPPeer4, port()), nil)
+	a6 := listen(t, netip.AddrPortFrom(vmtest.TCPLocal6, port()), nil)
+	b6 := listenPeer(t, netip.AddrPortFrom(vmtest.TCPPeer6, port()), nil)
 	ib1 := listen(t, netip.AddrPortFrom(vmtest.IBAddr1, port()), nil)
 	ib2 := listen(t, netip.AddrPortFrom(vmtest.IBAddr2, port()), nil)
 
@@ -273,6 +281,7 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 		}
 		readMsg(t, b)
 	}
+	exchangeConns(t, a6, b6)
 	exchangeConns(t, ib1, ib2)
 	after, err := a.Counters()
 	if err != nil {
@@ -282,9 +291,10 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 		t.Errorf("recv_delivered rose by %d after %d messages", d, msgs)
 	}
 
+	// Connections: both families, IPv4 ones unmapped.
 	find := func(conns []rdssock.Connection, l, r netip.Addr) *rdssock.Connection {
 		for i, c := range conns {
-			if c.Local.Unmap() == l && c.Remote.Unmap() == r {
+			if c.Local == l && c.Remote == r {
 				return &conns[i]
 			}
 		}
@@ -294,43 +304,81 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := find(conns, vmtest.TCPLocal4, vmtest.TCPPeer4); c == nil || c.Transport != "tcp" || c.Flags&rdssock.ConnConnected == 0 {
-		t.Errorf("RDS_INFO_CONNECTIONS: TCP connection %v -> %v is %+v in %+v", vmtest.TCPLocal4, vmtest.TCPPeer4, c, conns)
+	for _, c := range conns {
+		if c.Local.Is4In6() || c.Remote.Is4In6() {
+			t.Errorf("Connections: IPv4-mapped row %+v", c)
+		}
+	}
+	for _, p := range [][2]netip.Addr{{vmtest.TCPLocal4, vmtest.TCPPeer4}, {vmtest.TCPLocal6, vmtest.TCPPeer6}} {
+		if c := find(conns, p[0], p[1]); c == nil || c.Transport != "tcp" || !c.Connected {
+			t.Errorf("Connections: TCP connection %v -> %v is %+v in %+v", p[0], p[1], c, conns)
+		}
 	}
 	if c := find(conns, vmtest.IBAddr1, vmtest.IBAddr2); c == nil || c.Transport != "infiniband" {
-		t.Errorf("RDS_INFO_CONNECTIONS: IB connection %v -> %v is %+v", vmtest.IBAddr1, vmtest.IBAddr2, c)
+		t.Errorf("Connections: IB connection %v -> %v is %+v", vmtest.IBAddr1, vmtest.IBAddr2, c)
 	}
-	conns6, err := a.Connections6()
+	// The raw RDS6 table lists the IPv4 connections as IPv4-mapped rows.
+	rc, err := a.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := find(conns6, vmtest.TCPLocal4, vmtest.TCPPeer4); c == nil || c.Transport != "tcp" {
-		t.Errorf("RDS6_INFO_CONNECTIONS lacks the TCP connection: %+v", conns6)
+	data, each, err := rdsinfo.Read(rc, rdsinfo.Connections6, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	raw6, err := rdsinfo.ParseConnections(data, each, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped := false
+	for _, c := range raw6 {
+		mapped = mapped || c.Local == netip.AddrFrom16(vmtest.TCPLocal4.As16()) && c.Remote == netip.AddrFrom16(vmtest.TCPPeer4.As16())
+	}
+	if !mapped {
+		t.Errorf("RDS6_INFO_CONNECTIONS has no IPv4-mapped row for %v -> %v: %+v", vmtest.TCPLocal4, vmtest.TCPPeer4, raw6)
+	}
+	t.Logf("%d connections; the RDS6 table has %d rows", len(conns), len(raw6))
 
+	// Sockets: both families, unmapped, and an unbound socket.
+	unbound, err := rdssock.Socket(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unbound.Close()
 	socks, err := a.Sockets()
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, want := range []netip.AddrPort{a.LocalAddrPort(), a6.LocalAddrPort()} {
+		found := false
+		for _, s := range socks {
+			found = found || s.Bound == want && s.SendBuffer > 0 && s.Inode != 0
+		}
+		if !found {
+			t.Errorf("Sockets lacks %v: %+v", want, socks)
+		}
+	}
 	found := false
 	for _, s := range socks {
-		found = found || s.Bound == a.LocalAddrPort() && s.SendBuffer > 0 && s.Inode != 0
+		found = found || s.Bound == netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
 	}
 	if !found {
-		t.Errorf("RDS_INFO_SOCKETS lacks %v: %+v", a.LocalAddrPort(), socks)
+		t.Errorf("Sockets lacks the unbound socket ([::]:0): %+v", socks)
 	}
 
+	// TCP sockets: a path of each family.
 	tcps, err := a.TCPSockets()
 	if err != nil {
 		t.Fatal(err)
 	}
-	found = false
-	for _, s := range tcps {
-		found = found || s.Local.Addr() == vmtest.TCPLocal4 && s.Peer.Addr() == vmtest.TCPPeer4 ||
-			s.Local.Addr() == vmtest.TCPPeer4 && s.Peer.Addr() == vmtest.TCPLocal4
-	}
-	if !found {
-		t.Errorf("RDS_INFO_TCP_SOCKETS lacks the %v-%v path: %+v", vmtest.TCPLocal4, vmtest.TCPPeer4, tcps)
+	for _, p := range [][2]netip.Addr{{vmtest.TCPLocal4, vmtest.TCPPeer4}, {vmtest.TCPLocal6, vmtest.TCPPeer6}} {
+		found := false
+		for _, s := range tcps {
+			found = found || s.Local.Addr() == p[0] && s.Peer.Addr() == p[1] || s.Local.Addr() == p[1] && s.Peer.Addr() == p[0]
+		}
+		if !found {
+			t.Errorf("TCPSockets lacks the %v-%v path: %+v", p[0], p[1], tcps)
+		}
 	}
 
 	ibs, err := a.IBConnections()
@@ -342,18 +390,86 @@ func TestIntegrationRdssockInfoTables(t *testing.T) {
 		found = found || c.Source == vmtest.IBAddr1 && c.Dest == vmtest.IBAddr2 && c.MaxSendWR > 0
 	}
 	if !found {
-		t.Errorf("RDS_INFO_IB_CONNECTIONS lacks %v -> %v: %+v", vmtest.IBAddr1, vmtest.IBAddr2, ibs)
+		t.Errorf("IBConnections lacks %v -> %v: %+v", vmtest.IBAddr1, vmtest.IBAddr2, ibs)
 	}
 
-	// Every table the header names can be read or gives a documented error.
-	for _, tb := range rdssock.InfoTables() {
-		data, each, err := a.ReadInfo(tb, make([]byte, 0, 1)) // tiny buffer: exercises ENOSPC growth
+	// Messages: one unread message of each family in the receive queue.
+	for _, from := range []*rdssock.Conn{a, a6} {
+		to := listen(t, netip.AddrPortFrom(from.LocalAddrPort().Addr(), port()), nil)
+		msg := []byte("left unread")
+		if _, err := from.WriteMsg(msg, nil, to.LocalAddrPort()); err != nil {
+			t.Fatal(err)
+		}
+		var ms []rdssock.QueuedMessage
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			ms, err = a.Messages(rdssock.ReceiveQueue)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(ms, func(m rdssock.QueuedMessage) bool {
+				return m.Local == to.LocalAddrPort() && m.Remote == from.LocalAddrPort() && m.Len == uint32(len(msg))
+			})
+			if i >= 0 {
+				t.Logf("receive queue row %+v", ms[i])
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("receive queue lacks %v -> %v (%d bytes): %+v", from.LocalAddrPort(), to.LocalAddrPort(), len(msg), ms)
+			}
+		}
+	}
+	// A message to an address nobody answers (10.11.0.99 is on the TCP
+	// link's subnet, unassigned) waits on the send queue while RDS/TCP
+	// tries to connect; the queue lists it with its IPv4 addresses. The
+	// IPv4 send table is logged for comparison: the kernel fills its
+	// addresses from the wrong bytes (see info_linux.go).
+	held := listen(t, netip.AddrPortFrom(vmtest.TCPLocal4, port()), nil)
+	nowhere := netip.AddrPortFrom(netip.MustParseAddr("10.11.0.99"), port())
+	if _, err := held.WriteMsg([]byte("held"), nil, nowhere); err != nil {
+		t.Fatal(err)
+	}
+	var queued []rdssock.QueuedMessage
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if queued, err = a.Messages(rdssock.SendQueue); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(queued, func(m rdssock.QueuedMessage) bool {
+			return m.Local == held.LocalAddrPort() && m.Remote == nowhere && m.Len == 4
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("send queue lacks %v -> %v: %+v", held.LocalAddrPort(), nowhere, queued)
+		}
+	}
+	data, each, err = rdsinfo.Read(rc, rdsinfo.SendMessages, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw4, err := rdsinfo.ParseMessages(data, each, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("send queue: %+v; the IPv4 send table: %+v", queued, raw4)
+	for _, q := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
+		if _, err := a.Messages(q); err != nil {
+			t.Errorf("Messages(%d): %v", q, err)
+		}
+	}
+	if _, err := a.Messages(rdssock.MessageQueue(7)); err == nil {
+		t.Error("Messages(7) succeeded")
+	}
+
+	// Every table the header names can be read raw or gives a documented
+	// error.
+	for _, tb := range rdsinfo.Tables() {
+		data, each, err := rdsinfo.Read(rc, tb, make([]byte, 0, 1)) // tiny buffer: exercises ENOSPC growth
 		switch {
 		case err == nil:
 			if each <= 0 || len(data)%each != 0 {
 				t.Errorf("%v: %d bytes with row size %d", tb, len(data), each)
 			}
-		case tb == rdssock.InfoConnectionStats || tb == rdssock.InfoIWARPConnections:
+		case tb == rdsinfo.ConnectionStats || tb == rdsinfo.IWARPConnections:
 			if !errors.Is(err, unix.ENOPROTOOPT) {
 				t.Errorf("%v: %v; want ENOPROTOOPT (no provider in mainline)", tb, err)
 			}

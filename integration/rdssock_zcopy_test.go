@@ -97,7 +97,7 @@ func TestIntegrationRowsZeroCopyOnData(t *testing.T) {
 	}
 	// Wait until the reply is queued on a (RDS6_INFO_RECV_MESSAGES).
 	for deadline := time.Now().Add(recvWait); ; {
-		qs, err := a.Messages(rdssock.Info6RecvMessages)
+		qs, err := a.Messages(rdssock.ReceiveQueue)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,7 +66,7 @@ func TestIntegrationRowsLinkLocalIB(t *testing.T) {
 		t.Fatalf("sender %v, want %v", from, a.LocalAddrPort())
 	}
 
-	ibs, err := a.IBConnections6()
+	ibs, err := a.IBConnections()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,9 +81,10 @@
 // Transport, plus SO_SNDBUF, SO_RCVBUF, SO_TIMESTAMP and SO_ZEROCOPY. The
 // registration options (RDS_GET_MR, RDS_GET_MR_FOR_DEST, RDS_FREE_MR) are
 // package rdmaops' (Conn.GetMR, GetMRForDest, MR.Free): they take only
-// memory that package mapped. ReadInfo reads any RDS_INFO_* or
-// RDS6_INFO_* table with the kernel's size protocol, and typed methods
-// (Counters, Connections, Sockets, ...) decode them.
+// memory that package mapped. The kernel's information tables (what
+// rds-info shows) have one method per kind: Counters, Connections,
+// Messages, Sockets, TCPSockets and IBConnections. Each lists IPv4 and
+// IPv6 peers together, IPv4 addresses as IPv4 (never IPv4-mapped).
 //
 // # Errors
 //

@@ -1,10 +1,7 @@
 package rdssock_test
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/go-rds/rds/rdssock"
 )
@@ -55,36 +52,4 @@ func ExampleParseTransport() {
 	// tcp <nil>
 	// auto <nil>
 	// auto rds: unknown transport "udp" (want auto, ib or tcp)
-}
-
-// The names of the kernel's information tables, as rdscat info takes
-// them.
-func ExampleInfoTables() {
-	var names []string
-	for _, t := range rdssock.InfoTables() {
-		names = append(names, t.String())
-	}
-	fmt.Println(strings.Join(names, " "))
-	t, err := rdssock.ParseInfoTable("connections6")
-	fmt.Println(t == rdssock.Info6Connections, err)
-	// Output:
-	// counters connections send-messages retrans-messages recv-messages sockets tcp-sockets ib-connections connection-stats iwarp-connections connections6 send-messages6 retrans-messages6 recv-messages6 sockets6 tcp-sockets6 ib-connections6
-	// true <nil>
-}
-
-// Decode RDS_INFO_COUNTERS rows (a 32-byte name and a 64-bit value in the
-// host's byte order, here built by hand as the kernel would return them),
-// and tell malformed data by ErrInfoFormat.
-func ExampleParseCounters() {
-	row := make([]byte, 40)
-	copy(row, "conn_reset")
-	binary.NativeEndian.PutUint64(row[32:], 3)
-	counters, err := rdssock.ParseCounters(row, len(row))
-	fmt.Println(counters, err)
-
-	_, err = rdssock.ParseCounters(append(row, 0), len(row))
-	fmt.Println(errors.Is(err, rdssock.ErrInfoFormat))
-	// Output:
-	// [{conn_reset 3}] <nil>
-	// true
 }

@@ -101,12 +101,12 @@ func ExampleConn_Connections() {
 		log.Fatal(err)
 	}
 	defer c.Close()
-	conns, err := c.Connections6()
+	conns, err := c.Connections()
 	if err != nil {
 		log.Fatal(err)
 	}
 	for _, cn := range conns {
-		fmt.Println(cn.Local, cn.Remote, cn.Transport, cn.Flags&rdssock.ConnConnected != 0)
+		fmt.Println(cn.Local, cn.Remote, cn.Transport, cn.Connected)
 	}
 }
 

@@ -3,163 +3,180 @@
 package rdssock
 
 import (
+	"errors"
 	"fmt"
-	"unsafe"
+	"net/netip"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/internal/rdsinfo"
 )
 
-// infoRetries bounds how often ReadInfo grows its buffer: a table can grow
-// between the kernel's answer "ENOSPC, need N bytes" and the next call.
-const infoRetries = 8
+// Each table method reads the kernel's RDS6 table, which lists IPv4 peers
+// too (as IPv4-mapped addresses), and returns IPv4 addresses unmapped.
+// Where the IPv6 row lacks a field of the IPv4 one (TOS of connections and
+// TCP sockets), IPv4 rows come from the IPv4 table instead. On a kernel
+// without IPv6 RDS (the RDS6 table gives ENOPROTOOPT) the IPv4 table is
+// read alone.
+//
+// The IPv4 send and retransmit tables are no substitute: the kernel fills
+// their addresses from the first four bytes of the IPv4-mapped address
+// (*(__be32 *)&conn->c_laddr in net/rds/connection.c), so every row reads
+// 0.0.0.0.
 
-// ReadInfo reads one information table with the kernel's size protocol:
-// a buffer too small gives ENOSPC and the needed length, so ReadInfo grows
-// the buffer and asks again. It returns the table's bytes (in buf when buf
-// was large enough) and the size of one row, which differs between kernel
-// versions; decode with the Parse* functions, or use the typed methods.
-// The socket need not be bound.
-func (c *Conn) ReadInfo(t InfoTable, buf []byte) (data []byte, itemSize int, err error) {
-	if t < infoFirst || t > infoLast {
-		return nil, 0, opError("getsockopt", c.LocalAddr(), nil, fmt.Errorf("unknown info table %d", int(t)))
+// readInfo reads one table through internal/rdsinfo with this package's
+// errors.
+func (c *Conn) readInfo(t rdsinfo.Table) ([]byte, int, error) {
+	data, each, err := rdsinfo.Read(c.rc, t, nil)
+	if err != nil {
+		return nil, 0, opError("getsockopt", c.LocalAddr(), nil,
+			wrapSyscall("getsockopt("+t.String()+")", err, rdsinfo.Hint(t, err)))
 	}
-	if cap(buf) == 0 {
-		buf = make([]byte, 4096)
+	return data, each, nil
+}
+
+// infoReader reads one table: Conn.readInfo, or a fake in tests.
+type infoReader func(rdsinfo.Table) ([]byte, int, error)
+
+// readTable reads table t6 (an RDS6 table) and decodes it with parse; if
+// this kernel has no IPv6 RDS it reads and decodes t4 instead.
+func readTable[R any](read infoReader, t6, t4 rdsinfo.Table, parse func([]byte, int, bool) ([]R, error)) ([]R, error) {
+	data, each, err := read(t6)
+	if err == nil {
+		return parse(data, each, true)
 	}
-	buf = buf[:cap(buf)]
-	for range infoRetries {
-		var (
-			optlen = uint32(len(buf))
-			each   uintptr
-			errno  unix.Errno
-		)
-		err := c.control(func(fd int) error {
-			each, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), solRDS, uintptr(t),
-				uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&optlen)), 0)
-			return nil
-		})
-		switch {
-		case err != nil:
-			return nil, 0, opError("getsockopt", c.LocalAddr(), nil, err)
-		case errno == unix.ENOSPC:
-			buf = make([]byte, int(optlen)+int(optlen)/4+256)
-			continue
-		case errno != 0:
-			return nil, 0, opError("getsockopt", c.LocalAddr(), nil,
-				wrapSyscall("getsockopt("+t.String()+")", errno, infoDetail(t, errno)))
+	if !errors.Is(err, unix.ENOPROTOOPT) {
+		return nil, err
+	}
+	data, each, err4 := read(t4)
+	if err4 != nil {
+		return nil, err4
+	}
+	return parse(data, each, false)
+}
+
+// mergeTable is readTable for tables whose IPv4 rows carry more than the
+// IPv6 ones: IPv4 rows come from t4, the others from t6.
+func mergeTable[R any](read infoReader, t6, t4 rdsinfo.Table, parse func([]byte, int, bool) ([]R, error), is4 func(R) bool) ([]R, error) {
+	data, each, err := read(t4)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := parse(data, each, false)
+	if err != nil {
+		return nil, err
+	}
+	data, each, err = read(t6)
+	if errors.Is(err, unix.ENOPROTOOPT) {
+		return rows, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows6, err := parse(data, each, true)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rows6 {
+		if !is4(r) {
+			rows = append(rows, r)
 		}
-		return buf[:optlen], int(each), nil
 	}
-	return nil, 0, opError("getsockopt", c.LocalAddr(), nil, fmt.Errorf("info table %v kept growing; gave up after %d tries", t, infoRetries))
+	return rows, nil
 }
 
-func infoDetail(t InfoTable, errno unix.Errno) string {
-	if errno != unix.ENOPROTOOPT {
-		return ""
+// convert maps decoded rows to this package's row types.
+func convert[R, P any](rows []R, err error, f func(R) P) ([]P, error) {
+	if err != nil || len(rows) == 0 {
+		return nil, err
 	}
-	switch t {
-	case InfoIBConnections, Info6IBConnections:
-		return "the InfiniBand table needs the rds_rdma module: modprobe rds_rdma"
-	case InfoTCPSockets, Info6TCPSockets:
-		return "the TCP table needs the rds_tcp module: modprobe rds_tcp"
-	case InfoConnectionStats, InfoIWARPConnections:
-		return "this kernel provides no " + t.String() + " table"
+	out := make([]P, len(rows))
+	for i, r := range rows {
+		out[i] = f(r)
 	}
-	return ""
+	return out, nil
 }
 
-// Counters returns the kernel's RDS statistics (RDS_INFO_COUNTERS),
-// global to the host, including transport counters of loaded modules.
+func unmap(a netip.Addr) netip.Addr { return a.Unmap() }
+
+func unmapPort(a netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+}
+
+// Counters returns the kernel's RDS statistics (RDS_INFO_COUNTERS), global
+// to the host, including transport counters of loaded modules.
 func (c *Conn) Counters() ([]Counter, error) {
-	data, each, err := c.ReadInfo(InfoCounters, nil)
+	data, each, err := c.readInfo(rdsinfo.Counters)
 	if err != nil {
 		return nil, err
 	}
-	return ParseCounters(data, each)
+	cs, err := rdsinfo.ParseCounters(data, each)
+	return convert(cs, err, func(x rdsinfo.Counter) Counter { return Counter(x) })
 }
 
-// Connections returns the IPv4 connections of the socket's network
-// namespace (RDS_INFO_CONNECTIONS).
-func (c *Conn) Connections() ([]Connection, error) { return c.connections(InfoConnections, false) }
-
-// Connections6 returns all connections, IPv4 ones as IPv4-mapped
-// addresses (RDS6_INFO_CONNECTIONS). It carries no TOS.
-func (c *Conn) Connections6() ([]Connection, error) { return c.connections(Info6Connections, true) }
-
-func (c *Conn) connections(t InfoTable, v6 bool) ([]Connection, error) {
-	data, each, err := c.ReadInfo(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	return ParseConnections(data, each, v6)
+// Connections returns the RDS connections of the socket's network
+// namespace, IPv4 and IPv6.
+func (c *Conn) Connections() ([]Connection, error) {
+	cs, err := mergeTable(c.readInfo, rdsinfo.Connections6, rdsinfo.Connections, rdsinfo.ParseConnections,
+		func(x rdsinfo.Connection) bool { return x.Local.Is4In6() })
+	return convert(cs, err, func(x rdsinfo.Connection) Connection {
+		return Connection{
+			NextTxSeq: x.NextTxSeq, NextRxSeq: x.NextRxSeq,
+			Local: unmap(x.Local), Remote: unmap(x.Remote), Transport: x.Transport,
+			Sending:    x.Flags&rdsabi.InfoConnFlagSending != 0,
+			Connecting: x.Flags&rdsabi.InfoConnFlagConnecting != 0,
+			Connected:  x.Flags&rdsabi.InfoConnFlagConnected != 0,
+			TOS:        x.TOS,
+		}
+	})
 }
 
-// Messages returns the messages in one of the queue tables:
-// InfoSendMessages, InfoRetransMessages, InfoRecvMessages or their RDS6
-// twins.
-func (c *Conn) Messages(t InfoTable) ([]QueuedMessage, error) {
-	var v6 bool
-	switch t {
-	case InfoSendMessages, InfoRetransMessages, InfoRecvMessages:
-	case Info6SendMessages, Info6RetransMessages, Info6RecvMessages:
-		v6 = true
+// Messages returns the messages in one of the namespace's queues.
+func (c *Conn) Messages(q MessageQueue) ([]QueuedMessage, error) {
+	var t6, t4 rdsinfo.Table
+	switch q {
+	case SendQueue:
+		t6, t4 = rdsinfo.SendMessages6, rdsinfo.SendMessages
+	case RetransmitQueue:
+		t6, t4 = rdsinfo.RetransMessages6, rdsinfo.RetransMessages
+	case ReceiveQueue:
+		t6, t4 = rdsinfo.RecvMessages6, rdsinfo.RecvMessages
 	default:
-		return nil, opError("getsockopt", c.LocalAddr(), nil, fmt.Errorf("%v is not a message table", t))
+		return nil, opError("getsockopt", c.LocalAddr(), nil, fmt.Errorf("unknown message queue %d", int(q)))
 	}
-	data, each, err := c.ReadInfo(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	return ParseMessages(data, each, v6)
+	ms, err := readTable(c.readInfo, t6, t4, rdsinfo.ParseMessages)
+	return convert(ms, err, func(x rdsinfo.Message) QueuedMessage {
+		return QueuedMessage{Seq: x.Seq, Len: x.Len, Local: unmapPort(x.Local), Remote: unmapPort(x.Remote), TOS: x.TOS}
+	})
 }
 
-// Sockets returns the RDS sockets of the namespace bound to IPv4 addresses
-// (RDS_INFO_SOCKETS).
-func (c *Conn) Sockets() ([]SocketInfo, error) { return c.sockets(InfoSockets, false) }
-
-// Sockets6 returns all RDS sockets of the namespace (RDS6_INFO_SOCKETS).
-func (c *Conn) Sockets6() ([]SocketInfo, error) { return c.sockets(Info6Sockets, true) }
-
-func (c *Conn) sockets(t InfoTable, v6 bool) ([]SocketInfo, error) {
-	data, each, err := c.ReadInfo(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	return ParseSockets(data, each, v6)
+// Sockets returns the RDS sockets of the namespace, bound or not.
+func (c *Conn) Sockets() ([]SocketInfo, error) {
+	ss, err := readTable(c.readInfo, rdsinfo.Sockets6, rdsinfo.Sockets, rdsinfo.ParseSockets)
+	return convert(ss, err, func(x rdsinfo.Socket) SocketInfo {
+		x.Bound, x.Connected = unmapPort(x.Bound), unmapPort(x.Connected)
+		return SocketInfo(x)
+	})
 }
 
-// TCPSockets returns the TCP sockets under IPv4 RDS/TCP connections
-// (RDS_INFO_TCP_SOCKETS).
-func (c *Conn) TCPSockets() ([]TCPSocket, error) { return c.tcpSockets(InfoTCPSockets, false) }
-
-// TCPSockets6 returns the TCP sockets under all RDS/TCP connections
-// (RDS6_INFO_TCP_SOCKETS).
-func (c *Conn) TCPSockets6() ([]TCPSocket, error) { return c.tcpSockets(Info6TCPSockets, true) }
-
-func (c *Conn) tcpSockets(t InfoTable, v6 bool) ([]TCPSocket, error) {
-	data, each, err := c.ReadInfo(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	return ParseTCPSockets(data, each, v6)
+// TCPSockets returns the TCP sockets under the namespace's RDS/TCP
+// connections; it needs rds_tcp.
+func (c *Conn) TCPSockets() ([]TCPSocket, error) {
+	ss, err := mergeTable(c.readInfo, rdsinfo.TCPSockets6, rdsinfo.TCPSockets, rdsinfo.ParseTCPSockets,
+		func(x rdsinfo.TCPSocket) bool { return x.Local.Addr().Is4In6() })
+	return convert(ss, err, func(x rdsinfo.TCPSocket) TCPSocket {
+		x.Local, x.Peer = unmapPort(x.Local), unmapPort(x.Peer)
+		return TCPSocket(x)
+	})
 }
 
-// IBConnections returns the IPv4 InfiniBand connections
-// (RDS_INFO_IB_CONNECTIONS); it needs rds_rdma.
+// IBConnections returns the InfiniBand and RoCE connections of the
+// namespace; it needs rds_rdma.
 func (c *Conn) IBConnections() ([]IBConnection, error) {
-	return c.ibConnections(InfoIBConnections, false)
-}
-
-// IBConnections6 returns all InfiniBand connections
-// (RDS6_INFO_IB_CONNECTIONS); it needs rds_rdma.
-func (c *Conn) IBConnections6() ([]IBConnection, error) {
-	return c.ibConnections(Info6IBConnections, true)
-}
-
-func (c *Conn) ibConnections(t InfoTable, v6 bool) ([]IBConnection, error) {
-	data, each, err := c.ReadInfo(t, nil)
-	if err != nil {
-		return nil, err
-	}
-	return ParseIBConnections(data, each, v6)
+	cs, err := readTable(c.readInfo, rdsinfo.IBConnections6, rdsinfo.IBConnections, rdsinfo.ParseIBConnections)
+	return convert(cs, err, func(x rdsinfo.IBConnection) IBConnection {
+		x.Source, x.Dest = unmap(x.Source), unmap(x.Dest)
+		return IBConnection(x)
+	})
 }

@@ -60,41 +60,6 @@ func (c *Conn) SetWriteDeadline(t time.Time) error { return notLinux() }
 // SyscallConn fails: RDS needs Linux.
 func (c *Conn) SyscallConn() (syscall.RawConn, error) { return nil, notLinux() }
 
-// ReadInfo fails: RDS needs Linux.
-func (c *Conn) ReadInfo(t InfoTable, buf []byte) (data []byte, itemSize int, err error) {
-	return nil, 0, notLinux()
-}
-
-// Counters fails: RDS needs Linux.
-func (c *Conn) Counters() ([]Counter, error) { return nil, notLinux() }
-
-// Connections fails: RDS needs Linux.
-func (c *Conn) Connections() ([]Connection, error) { return nil, notLinux() }
-
-// Connections6 fails: RDS needs Linux.
-func (c *Conn) Connections6() ([]Connection, error) { return nil, notLinux() }
-
-// Messages fails: RDS needs Linux.
-func (c *Conn) Messages(t InfoTable) ([]QueuedMessage, error) { return nil, notLinux() }
-
-// Sockets fails: RDS needs Linux.
-func (c *Conn) Sockets() ([]SocketInfo, error) { return nil, notLinux() }
-
-// Sockets6 fails: RDS needs Linux.
-func (c *Conn) Sockets6() ([]SocketInfo, error) { return nil, notLinux() }
-
-// TCPSockets fails: RDS needs Linux.
-func (c *Conn) TCPSockets() ([]TCPSocket, error) { return nil, notLinux() }
-
-// TCPSockets6 fails: RDS needs Linux.
-func (c *Conn) TCPSockets6() ([]TCPSocket, error) { return nil, notLinux() }
-
-// IBConnections fails: RDS needs Linux.
-func (c *Conn) IBConnections() ([]IBConnection, error) { return nil, notLinux() }
-
-// IBConnections6 fails: RDS needs Linux.
-func (c *Conn) IBConnections6() ([]IBConnection, error) { return nil, notLinux() }
-
 // ReadMsg fails: RDS needs Linux.
 func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
 	return 0, 0, 0, netip.AddrPort{}, notLinux()

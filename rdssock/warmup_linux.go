@@ -203,7 +203,7 @@ func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 // (a TCP socket sending to an address of its own host) needs nothing.
 func waitPaths(ctx context.Context, s *Conn, local, peer netip.Addr) (bool, error) {
 	local, peer = local.WithZone("").Unmap(), peer.WithZone("").Unmap()
-	conns, err := s.Connections6()
+	conns, err := s.Connections()
 	if err != nil {
 		return false, err
 	}
@@ -214,7 +214,7 @@ func waitPaths(ctx context.Context, s *Conn, local, peer netip.Addr) (bool, erro
 	}
 	last, since := -1, time.Now()
 	for {
-		socks, err := s.TCPSockets6()
+		socks, err := s.TCPSockets()
 		if err != nil {
 			return false, err
 		}

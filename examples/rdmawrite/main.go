@@ -171,15 +171,13 @@ const quiet = time.Second
 func connUp(c *rdmaops.Conn, cfg *config) bool {
 	v4 := cfg.local.Addr().Is4()
 	conns, err := c.Socket().Connections()
-	if !v4 {
-		conns, err = c.Socket().Connections6() // no TOS in this table
-	}
 	if err != nil {
 		return true // cannot tell: keep waiting
 	}
 	for _, cn := range conns {
+		// IPv6 rows carry no TOS (the kernel's RDS6 table has none).
 		if cn.Local == cfg.local.Addr() && cn.Remote == cfg.peer.Addr() && (!v4 || cn.TOS == 0) {
-			return cn.Flags&rdssock.ConnConnected != 0
+			return cn.Connected
 		}
 	}
 	return false

@@ -248,7 +248,7 @@ func TestBogusAndStaleCookies(t *testing.T) {
 		var state []string
 		for _, cn := range conns {
 			if cn.TOS == p.tos {
-				state = append(state, fmt.Sprintf("%v->%v flags %#x", cn.Local, cn.Remote, cn.Flags))
+				state = append(state, fmt.Sprintf("%v->%v connected %t", cn.Local, cn.Remote, cn.Connected))
 			}
 		}
 		return state

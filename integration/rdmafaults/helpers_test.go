@@ -315,7 +315,7 @@ func tryPair(t *testing.T, ctx context.Context, tos uint8, scfg *barrier.Config,
 			var rows []string
 			for _, cn := range conns {
 				if cn.TOS == tos {
-					rows = append(rows, fmt.Sprintf("%v->%v flags %#x", cn.Local, cn.Remote, cn.Flags))
+					rows = append(rows, fmt.Sprintf("%v->%v connected %t", cn.Local, cn.Remote, cn.Connected))
 				}
 			}
 			p.server.close()

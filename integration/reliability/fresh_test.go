@@ -113,11 +113,11 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 		recvSides = append(recvSides, sendSide)
 	}
 	for _, c := range []*rdssock.Conn{s.c, rc} {
-		if flags, ok := connFlags(t, c, from, to); ok {
-			t.Fatalf("connection %v -> %v exists before the first send (flags %#x): not fresh", from, to, flags)
+		if cn, ok := connection(t, c, from, to); ok {
+			t.Fatalf("connection %v -> %v exists before the first send (%+v): not fresh", from, to, cn)
 		}
-		if flags, ok := connFlags(t, c, to, from); ok {
-			t.Fatalf("connection %v -> %v exists before the first send (flags %#x): not fresh", to, from, flags)
+		if cn, ok := connection(t, c, to, from); ok {
+			t.Fatalf("connection %v -> %v exists before the first send (%+v): not fresh", to, from, cn)
 		}
 	}
 	before, tcpBefore := counters(t, s.c), tcpBoth(t)
@@ -181,7 +181,7 @@ func runFresh(t *testing.T, sendSide side, from, to netip.Addr, n int, bothWays,
 	}
 	f.tr.mu.Unlock()
 	for _, sn := range f.senders {
-		for _, tb := range []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages} {
+		for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
 			msgs, err := sn.c.Messages(tb)
 			if err != nil {
 				t.Fatalf("%v: %v", tb, err)

@@ -301,7 +301,7 @@ func newFaultBounds(senders []*sender) *faultBounds {
 func (fb *faultBounds) queued() ([]int, error) {
 	n := make([]int, len(fb.senders))
 	for i, s := range fb.senders {
-		for _, tb := range []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages} {
+		for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
 			msgs, err := s.c.Messages(tb)
 			if err != nil {
 				return nil, fmt.Errorf("%v: %w", tb, err)
@@ -670,7 +670,7 @@ func TestReceiverReopen(t *testing.T) {
 func queuedFrom(t testing.TB, senders []*sender) int {
 	t.Helper()
 	n := 0
-	for _, tb := range []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages} {
+	for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
 		msgs, err := senders[0].c.Messages(tb)
 		if err != nil {
 			t.Fatalf("%v: %v", tb, err)

@@ -401,7 +401,7 @@ func queuedAt(to netip.AddrPort) (int, error) {
 		return 0, fmt.Errorf("a socket on %v to read its receive queue: %w", to.Addr(), err)
 	}
 	defer c.Close()
-	msgs, err := c.Messages(rdssock.Info6RecvMessages)
+	msgs, err := c.Messages(rdssock.ReceiveQueue)
 	if err != nil {
 		return 0, fmt.Errorf("queued receive messages: %w", err)
 	}
@@ -724,16 +724,16 @@ func connState(c *rdssock.Conn, a, b netip.Addr) string {
 		x, y = x.Unmap(), y.Unmap()
 		return x == a.Unmap() && y == b.Unmap() || x == b.Unmap() && y == a.Unmap()
 	}
-	if conns, err := c.Connections6(); err != nil {
+	if conns, err := c.Connections(); err != nil {
 		parts = append(parts, "connections: "+err.Error())
 	} else {
 		for _, cn := range conns {
 			if between(cn.Local, cn.Remote) {
-				parts = append(parts, fmt.Sprintf("conn %v->%v %s flags %#x tx %d rx %d", cn.Local, cn.Remote, cn.Transport, cn.Flags, cn.NextTxSeq, cn.NextRxSeq))
+				parts = append(parts, fmt.Sprintf("conn %v->%v %s sending %t connecting %t connected %t tx %d rx %d", cn.Local, cn.Remote, cn.Transport, cn.Sending, cn.Connecting, cn.Connected, cn.NextTxSeq, cn.NextRxSeq))
 			}
 		}
 	}
-	if socks, err := c.TCPSockets6(); err != nil {
+	if socks, err := c.TCPSockets(); err != nil {
 		parts = append(parts, "tcp sockets: "+err.Error())
 	} else {
 		n := 0
@@ -787,20 +787,20 @@ func warmUp(t testing.TB) {
 	}
 }
 
-// connFlags returns the flags of the RDS connection l -> r in c's
-// namespace (RDS6_INFO_CONNECTIONS), and whether there is one.
-func connFlags(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (uint8, bool) {
+// connection returns the RDS connection l -> r in c's namespace, and
+// whether there is one.
+func connection(t testing.TB, c *rdssock.Conn, l, r netip.Addr) (rdssock.Connection, bool) {
 	t.Helper()
-	conns, err := c.Connections6()
+	conns, err := c.Connections()
 	if err != nil {
-		t.Fatalf("Connections6: %v", err)
+		t.Fatalf("Connections: %v", err)
 	}
 	for _, x := range conns {
 		if x.Local.Unmap() == l && x.Remote.Unmap() == r {
-			return x.Flags, true
+			return x, true
 		}
 	}
-	return 0, false
+	return rdssock.Connection{}, false
 }
 
 // tcpStats reads the TCP counters of namespace s from

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/internal/rdsinfo"
 	"github.com/go-rds/rds/rdssock"
 )
 
@@ -39,7 +41,9 @@ module is not loaded are noted on standard error. The tables:
   iwarp-connections   no mainline kernel provides it
 
 The names ending in 6 are the RDS6 tables, which also list IPv4 peers (as
-IPv4-mapped addresses). Connections, queues and sockets are those of the
+IPv4-mapped addresses). The kernel fills the addresses of the IPv4 send
+and retransmit tables from the wrong bytes (they read 0.0.0.0): use their
+6 twins. Connections, queues and sockets are those of the
 network namespace (see -netns); counters are global. Connection flags:
 s sending, c connecting, C connected.
 
@@ -69,10 +73,10 @@ type infoOpts struct {
 
 // defaultTables are printed when no table is named: every table a mainline
 // kernel can provide.
-func defaultTables() []rdssock.InfoTable {
-	var ts []rdssock.InfoTable
-	for _, t := range rdssock.InfoTables() {
-		if t != rdssock.InfoConnectionStats && t != rdssock.InfoIWARPConnections {
+func defaultTables() []rdsinfo.Table {
+	var ts []rdsinfo.Table
+	for _, t := range rdsinfo.Tables() {
+		if t != rdsinfo.ConnectionStats && t != rdsinfo.IWARPConnections {
 			ts = append(ts, t)
 		}
 	}
@@ -84,7 +88,7 @@ func (o *infoOpts) run(e *env, args []string) error {
 		if len(args) > 0 {
 			return usagef("-list takes no table names")
 		}
-		for _, t := range rdssock.InfoTables() {
+		for _, t := range rdsinfo.Tables() {
 			fmt.Fprintln(e.stdout, t)
 		}
 		return nil
@@ -94,7 +98,7 @@ func (o *infoOpts) run(e *env, args []string) error {
 	if explicit {
 		tables = tables[:0]
 		for _, a := range args {
-			t, err := rdssock.ParseInfoTable(a)
+			t, err := rdsinfo.Parse(a)
 			if err != nil {
 				return usagef("unknown table %q: run 'rdscat info -list' for the names", a)
 			}
@@ -114,11 +118,15 @@ func (o *infoOpts) run(e *env, args []string) error {
 		return err
 	}
 	defer c.Close()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
 
 	out := map[string]any{}
 	var order []string
 	for _, t := range tables {
-		rows, err := readTable(c, t)
+		rows, err := readTable(rc, t)
 		if err != nil {
 			if explicit {
 				if errors.Is(err, syscall.ENOPROTOOPT) {
@@ -132,7 +140,7 @@ func (o *infoOpts) run(e *env, args []string) error {
 			}
 			return fmt.Errorf("table %v: %w", t, err)
 		}
-		if t == rdssock.InfoCounters && o.nonzero {
+		if t == rdsinfo.Counters && o.nonzero {
 			cs := rows.([]counterRow)
 			kept := cs[:0]
 			for _, r := range cs {
@@ -220,13 +228,13 @@ type (
 
 func connFlags(f uint8) string {
 	b := []byte("---")
-	if f&rdssock.ConnSending != 0 {
+	if f&rdsabi.InfoConnFlagSending != 0 {
 		b[0] = 's'
 	}
-	if f&rdssock.ConnConnecting != 0 {
+	if f&rdsabi.InfoConnFlagConnecting != 0 {
 		b[1] = 'c'
 	}
-	if f&rdssock.ConnConnected != 0 {
+	if f&rdsabi.InfoConnFlagConnected != 0 {
 		b[2] = 'C'
 	}
 	return string(b)
@@ -234,10 +242,10 @@ func connFlags(f uint8) string {
 
 func msgFlags(f uint8) string {
 	var s []string
-	if f&rdssock.MessageAck != 0 {
+	if f&rdsabi.InfoMsgFlagAck != 0 {
 		s = append(s, "ack")
 	}
-	if f&rdssock.MessageFastAck != 0 {
+	if f&rdsabi.InfoMsgFlagFastAck != 0 {
 		s = append(s, "fastack")
 	}
 	if len(s) == 0 {
@@ -248,90 +256,72 @@ func msgFlags(f uint8) string {
 
 func gid(g [16]byte) string { return netip.AddrFrom16(g).String() }
 
-// readTable reads and decodes one table into rows for output.
-func readTable(c *rdssock.Conn, t rdssock.InfoTable) (any, error) {
-	switch t {
-	case rdssock.InfoCounters:
-		cs, err := c.Counters()
-		rows := make([]counterRow, 0, len(cs))
-		for _, x := range cs {
-			rows = append(rows, counterRow{x.Name, x.Value})
-		}
-		return rows, err
-	case rdssock.InfoConnections, rdssock.Info6Connections:
-		var cs []rdssock.Connection
-		var err error
-		if t == rdssock.InfoConnections {
-			cs, err = c.Connections()
-		} else {
-			cs, err = c.Connections6()
-		}
-		rows := make([]connectionRow, 0, len(cs))
-		for _, x := range cs {
-			rows = append(rows, connectionRow{x.Local, x.Remote, x.TOS, x.NextTxSeq, x.NextRxSeq, connFlags(x.Flags), x.Transport})
-		}
-		return rows, err
-	case rdssock.InfoSendMessages, rdssock.InfoRetransMessages, rdssock.InfoRecvMessages,
-		rdssock.Info6SendMessages, rdssock.Info6RetransMessages, rdssock.Info6RecvMessages:
-		ms, err := c.Messages(t)
-		rows := make([]messageRow, 0, len(ms))
-		for _, x := range ms {
-			rows = append(rows, messageRow{x.Local, x.Remote, x.Seq, x.Len, msgFlags(x.Flags), x.TOS})
-		}
-		return rows, err
-	case rdssock.InfoSockets, rdssock.Info6Sockets:
-		var ss []rdssock.SocketInfo
-		var err error
-		if t == rdssock.InfoSockets {
-			ss, err = c.Sockets()
-		} else {
-			ss, err = c.Sockets6()
-		}
-		rows := make([]socketRow, 0, len(ss))
-		for _, x := range ss {
-			rows = append(rows, socketRow{x.Bound, x.Connected, x.SendBuffer, x.ReceiveBuffer, x.Inode})
-		}
-		return rows, err
-	case rdssock.InfoTCPSockets, rdssock.Info6TCPSockets:
-		var ss []rdssock.TCPSocket
-		var err error
-		if t == rdssock.InfoTCPSockets {
-			ss, err = c.TCPSockets()
-		} else {
-			ss, err = c.TCPSockets6()
-		}
-		rows := make([]tcpSocketRow, 0, len(ss))
-		for _, x := range ss {
-			rows = append(rows, tcpSocketRow{x.Local, x.Peer, x.HeaderRemaining, x.DataRemaining,
-				x.LastSentNext, x.LastExpectedUna, x.LastSeenUna, x.TOS})
-		}
-		return rows, err
-	case rdssock.InfoIBConnections, rdssock.Info6IBConnections:
-		var cs []rdssock.IBConnection
-		var err error
-		if t == rdssock.InfoIBConnections {
-			cs, err = c.IBConnections()
-		} else {
-			cs, err = c.IBConnections6()
-		}
-		rows := make([]ibConnectionRow, 0, len(cs))
-		for _, x := range cs {
-			rows = append(rows, ibConnectionRow{x.Source, x.Dest, gid(x.SourceGID), gid(x.DestGID),
-				x.MaxSendWR, x.MaxRecvWR, x.MaxSendSGE, x.RDMAMRMax, x.RDMAMRSize, x.TOS, x.SL, x.CacheAllocs})
-		}
-		return rows, err
-	}
-	// A table without a decoder: show its rows as hex.
-	data, each, err := c.ReadInfo(t, nil)
+// readTable reads and decodes one kernel table into rows for output; the
+// RDS6 tables show IPv4 peers as the kernel does, IPv4-mapped.
+func readTable(rc syscall.RawConn, t rdsinfo.Table) (any, error) {
+	data, each, err := rdsinfo.Read(rc, t, nil)
 	if err != nil {
+		if h := rdsinfo.Hint(t, err); h != "" {
+			err = fmt.Errorf("%w (%s)", err, h)
+		}
 		return nil, err
 	}
+	v6 := t.V6()
+	switch t {
+	case rdsinfo.Counters, rdsinfo.ConnectionStats:
+		rs, err := rdsinfo.ParseCounters(data, each)
+		return rowsOf(rs, err, func(x rdsinfo.Counter) counterRow {
+			return counterRow{x.Name, x.Value}
+		})
+	case rdsinfo.Connections, rdsinfo.Connections6:
+		rs, err := rdsinfo.ParseConnections(data, each, v6)
+		return rowsOf(rs, err, func(x rdsinfo.Connection) connectionRow {
+			return connectionRow{x.Local, x.Remote, x.TOS, x.NextTxSeq, x.NextRxSeq, connFlags(x.Flags), x.Transport}
+		})
+	case rdsinfo.SendMessages, rdsinfo.RetransMessages, rdsinfo.RecvMessages,
+		rdsinfo.SendMessages6, rdsinfo.RetransMessages6, rdsinfo.RecvMessages6:
+		rs, err := rdsinfo.ParseMessages(data, each, v6)
+		return rowsOf(rs, err, func(x rdsinfo.Message) messageRow {
+			return messageRow{x.Local, x.Remote, x.Seq, x.Len, msgFlags(x.Flags), x.TOS}
+		})
+	case rdsinfo.Sockets, rdsinfo.Sockets6:
+		rs, err := rdsinfo.ParseSockets(data, each, v6)
+		return rowsOf(rs, err, func(x rdsinfo.Socket) socketRow {
+			return socketRow{x.Bound, x.Connected, x.SendBuffer, x.ReceiveBuffer, x.Inode}
+		})
+	case rdsinfo.TCPSockets, rdsinfo.TCPSockets6:
+		rs, err := rdsinfo.ParseTCPSockets(data, each, v6)
+		return rowsOf(rs, err, func(x rdsinfo.TCPSocket) tcpSocketRow {
+			return tcpSocketRow{x.Local, x.Peer, x.HeaderRemaining, x.DataRemaining,
+				x.LastSentNext, x.LastExpectedUna, x.LastSeenUna, x.TOS}
+		})
+	case rdsinfo.IBConnections, rdsinfo.IBConnections6:
+		rs, err := rdsinfo.ParseIBConnections(data, each, v6)
+		return rowsOf(rs, err, func(x rdsinfo.IBConnection) ibConnectionRow {
+			return ibConnectionRow{x.Source, x.Dest, gid(x.SourceGID), gid(x.DestGID),
+				x.MaxSendWR, x.MaxRecvWR, x.MaxSendSGE, x.RDMAMRMax, x.RDMAMRSize, x.TOS, x.SL, x.CacheAllocs}
+		})
+	}
+	// A table without a decoder: show its rows as hex.
 	rows := []rawRow{}
 	for each > 0 && len(data) >= each {
 		rows = append(rows, rawRow{hex.EncodeToString(data[:each])})
 		data = data[each:]
 	}
 	return rows, nil
+}
+
+// rowsOf converts decoded rows into output rows (never nil, so that JSON
+// shows an empty table as []).
+func rowsOf[R, O any](rs []R, err error, f func(R) O) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]O, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, f(r))
+	}
+	return out, nil
 }
 
 // printTable writes one table as aligned columns under a title line.

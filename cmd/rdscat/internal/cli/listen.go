@@ -284,22 +284,25 @@ func drain(e *env, c *rdssock.Conn, wait time.Duration) error {
 
 // unacked counts the messages from c's address that the kernel still
 // holds: not yet sent, or sent and not acknowledged by the peer's kernel.
-// It reads the send and retransmit tables.
+// It reads the send and retransmit queues; over RDS/IB only the send
+// queue, since IB asks for an acknowledgement only every 8 messages or
+// 16 KiB (rds_sysctl_max_unacked_packets and _bytes in net/rds/send.c), so
+// a short burst stays on the retransmit queue although delivered.
 func unacked(c *rdssock.Conn) (int, error) {
 	local := c.LocalAddrPort()
-	v6 := local.Addr().Is6()
-	tables := []rdssock.InfoTable{rdssock.InfoSendMessages, rdssock.InfoRetransMessages}
-	if v6 {
-		tables = []rdssock.InfoTable{rdssock.Info6SendMessages, rdssock.Info6RetransMessages}
+	addr := local.Addr().WithZone("").Unmap() // the tables carry no zones
+	queues := []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue}
+	if tr, err := c.Transport(); err == nil && tr == rdssock.TransportIB {
+		queues = queues[:1]
 	}
 	pending := 0
-	for _, t := range tables {
-		ms, err := c.Messages(t)
+	for _, q := range queues {
+		ms, err := c.Messages(q)
 		if err != nil {
 			return 0, err
 		}
 		for _, m := range ms {
-			if m.Local == local || (v6 && m.Local.Addr().Unmap() == local.Addr().Unmap() && m.Local.Port() == local.Port()) {
+			if m.Local.Addr() == addr && m.Local.Port() == local.Port() {
 				pending++
 			}
 		}
