@@ -297,7 +297,7 @@ func TestIntegrationRowsConnectWrite(t *testing.T) {
 func TestIntegrationRowsRxPathLatency(t *testing.T) {
 	vmtest.Require(t)
 	cfg := &rdssock.Config{
-		RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramReassemble, rdssock.LatencyDgramDelivered},
+		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered},
 	}
 	t.Run("ib", func(t *testing.T) {
 		a := listen(t, netip.AddrPortFrom(vmtest.IBAddr1, port()), nil)

@@ -67,7 +67,7 @@ func sendTraced(t *testing.T, a, b *rdssock.Conn, size int, hold time.Duration) 
 func TestIntegrationRowsRxPathPoints(t *testing.T) {
 	vmtest.Require(t)
 	const hold = 150 * time.Millisecond
-	all := []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramReassemble, rdssock.LatencyDgramDelivered}
+	all := []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered}
 	for _, tc := range []struct {
 		name          string
 		local, remote func(t *testing.T, cfg *rdssock.Config) *rdssock.Conn
@@ -86,7 +86,7 @@ func TestIntegrationRowsRxPathPoints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.local(t, nil)
 			// Reversed order and a subset: the report follows the request.
-			b := tc.remote(t, &rdssock.Config{RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyDgramDelivered, rdssock.LatencyHeaderToDgramStart}})
+			b := tc.remote(t, &rdssock.Config{RxPathLatency: []cmsg.TracePoint{cmsg.TraceDgramDelivered, cmsg.TraceHdrToDgramStart}})
 			tr, elapsed := sendTraced(t, a, b, 2000, hold)
 			if tr == nil {
 				t.Fatal("no RDS_CMSG_RXPATH_LATENCY")
@@ -155,7 +155,7 @@ func TestIntegrationRowsRxPathLoopback(t *testing.T) {
 	const hold = 100 * time.Millisecond
 	a := listen(t, netip.AddrPortFrom(vmtest.Loopback4, port()), nil)
 	b := listen(t, netip.AddrPortFrom(vmtest.Loopback4, port()), &rdssock.Config{
-		RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramReassemble, rdssock.LatencyDgramDelivered},
+		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered},
 	})
 	wantConnTransport(t, b, rdssock.TransportLoop)
 	tr, elapsed := sendTraced(t, a, b, 100, hold)

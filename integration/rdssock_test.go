@@ -443,7 +443,7 @@ func TestIntegrationRdssockOptions(t *testing.T) {
 	vmtest.Require(t)
 	a := listen(t, netip.AddrPortFrom(vmtest.IBAddr1, port()), &rdssock.Config{
 		RecvErr: true, CongestionMonitor: true, Timestamps: true, SendBuffer: 1 << 20, ReceiveBuffer: 1 << 20, ForceBuffers: true,
-		RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramDelivered},
+		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramDelivered},
 		TOS:           2,
 	})
 	if on, err := a.RecvErr(); err != nil || !on {

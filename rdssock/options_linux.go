@@ -4,13 +4,15 @@ package rdssock
 
 import (
 	"fmt"
-	"github.com/go-rds/rds/internal/rdsabi"
 	"net"
 	"net/netip"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/internal/rdsabi"
 )
 
 // Shorter names for the SOL_RDS options (linux/rds.h).
@@ -205,13 +207,13 @@ func (c *Conn) WriteBuffer() (int, error) {
 // SetRxPathLatency selects up to three receive-path points whose latencies
 // the kernel reports in an RDS_CMSG_RXPATH_LATENCY control message on each
 // received message. No points switches the report off.
-func (c *Conn) SetRxPathLatency(points ...LatencyPoint) error {
-	if len(points) > latencyPointCount {
-		return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("at most %d receive path points, got %d", latencyPointCount, len(points)))
+func (c *Conn) SetRxPathLatency(points ...cmsg.TracePoint) error {
+	if len(points) > cmsg.MaxTracePoints {
+		return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("at most %d receive path points, got %d", cmsg.MaxTracePoints, len(points)))
 	}
 	so := rdsabi.RxTraceOption{RxTraces: uint8(len(points))}
 	for i, p := range points {
-		if p >= latencyPointCount {
+		if p >= cmsg.MaxTracePoints {
 			return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("unknown receive path point %d", p))
 		}
 		so.RxTracePos[i] = uint8(p)

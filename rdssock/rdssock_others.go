@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"syscall"
 	"time"
+
+	"github.com/go-rds/rds/cmsg"
 )
 
 func notLinux() error {
@@ -166,7 +168,7 @@ func (c *Conn) ReadBuffer() (int, error) { return 0, notLinux() }
 func (c *Conn) WriteBuffer() (int, error) { return 0, notLinux() }
 
 // SetRxPathLatency fails: RDS needs Linux.
-func (c *Conn) SetRxPathLatency(points ...LatencyPoint) error { return notLinux() }
+func (c *Conn) SetRxPathLatency(points ...cmsg.TracePoint) error { return notLinux() }
 
 // CancelSentTo fails: RDS needs Linux.
 func (c *Conn) CancelSentTo(dst netip.AddrPort) error { return notLinux() }
