@@ -105,20 +105,15 @@ func TestIntegrationRowsRxPathPoints(t *testing.T) {
 				t.Errorf("point 0 = %v; want within the %v of the path outside the hold", d, elapsed-hold)
 			}
 
-			// Switched off: no report.
-			if err := b.SetRxPathLatency(); err != nil {
-				t.Fatal(err)
-			}
-			if tr, _ := sendTraced(t, a, b, 100, 0); tr != nil {
-				t.Fatalf("after SetRxPathLatency(): trace %+v", *tr)
+			// Not asked for: no report.
+			if tr, _ := sendTraced(t, a, tc.remote(t, nil), 100, 0); tr != nil {
+				t.Fatalf("without Config.RxPathLatency: trace %+v", *tr)
 			}
 
 			// All three, on messages of one byte to 60 KiB (many TCP
 			// segments, several IB fragments): each non-negative, their
 			// sum within the time from send to receive.
-			if err := b.SetRxPathLatency(all...); err != nil {
-				t.Fatal(err)
-			}
+			b = tc.remote(t, &rdssock.Config{RxPathLatency: all})
 			for _, size := range []int{1, 4000, 60 << 10} {
 				tr, elapsed := sendTraced(t, a, b, size, 0)
 				if tr == nil {

@@ -446,8 +446,11 @@ func TestIntegrationRdssockOptions(t *testing.T) {
 		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramDelivered},
 		TOS:           2,
 	})
-	if on, err := a.RecvErr(); err != nil || !on {
-		t.Errorf("RecvErr() = %v, %v", on, err)
+	if on, err := sockoptInt(a, rdsabi.SOL, rdsabi.OptRecvErr); err != nil || on != 1 {
+		t.Errorf("RDS_RECVERR = %v, %v; want 1", on, err)
+	}
+	if on, err := sockoptInt(a, unix.SOL_SOCKET, unix.SO_TIMESTAMP); err != nil || on != 1 {
+		t.Errorf("SO_TIMESTAMP = %v, %v; want 1", on, err)
 	}
 	if tos, err := a.TOS(); err != nil || tos != 2 {
 		t.Errorf("TOS() = %d, %v; want 2", tos, err)
@@ -569,4 +572,18 @@ func TestIntegrationRdssockBatch(t *testing.T) {
 	if allocs := testing.AllocsPerRun(50, roundTrip); allocs != 0 {
 		t.Fatalf("a batch of %d over RDS/TCP allocated %v times; want 0", batch, allocs)
 	}
+}
+
+// sockoptInt reads an integer socket option of c as the kernel holds it.
+func sockoptInt(c *rdssock.Conn, level, opt int) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), level, opt) }); err != nil {
+		return 0, err
+	}
+	return v, gerr
 }

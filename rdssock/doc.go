@@ -76,9 +76,11 @@
 //
 // # Options and information tables
 //
-// Every SOL_RDS option and ioctl has a method: SetRecvErr,
-// SetCongestionMonitor, CancelSentTo, SetRxPathLatency, SetTOS, TOS,
-// Transport, plus SO_SNDBUF, SO_RCVBUF, SO_TIMESTAMP and SO_ZEROCOPY. The
+// Config sets the options a socket keeps for its life (transport, buffer
+// sizes, RDS_RECVERR, RDS_CONG_MONITOR, SO_RDS_MSG_RXPATH_LATENCY,
+// SO_TIMESTAMP, SO_ZEROCOPY, the TOS) when Listen makes it; methods cover
+// what a program changes or reads later: SetRecvErr, SetBusyPoll,
+// CancelSentTo, SetTOS, TOS, Transport, SetReadBuffer, SetWriteBuffer. The
 // registration options (RDS_GET_MR, RDS_GET_MR_FOR_DEST, RDS_FREE_MR) are
 // package rdmaops' (Conn.GetMR, GetMRForDest, MR.Free): they take only
 // memory that package mapped. ReadInfo reads any RDS_INFO_* or

@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"syscall"
 	"time"
-
-	"github.com/go-rds/rds/cmsg"
 )
 
 func notLinux() error {
@@ -140,20 +138,8 @@ func (c *Conn) Transport() (Transport, error) { return TransportNone, notLinux()
 // SetRecvErr fails: RDS needs Linux.
 func (c *Conn) SetRecvErr(on bool) error { return notLinux() }
 
-// RecvErr fails: RDS needs Linux.
-func (c *Conn) RecvErr() (bool, error) { return false, notLinux() }
-
 // SetBusyPoll fails: RDS needs Linux.
 func (c *Conn) SetBusyPoll(d time.Duration) error { return notLinux() }
-
-// SetCongestionMonitor fails: RDS needs Linux.
-func (c *Conn) SetCongestionMonitor(on bool) error { return notLinux() }
-
-// SetTimestamps fails: RDS needs Linux.
-func (c *Conn) SetTimestamps(on bool) error { return notLinux() }
-
-// SetZeroCopy fails: RDS needs Linux.
-func (c *Conn) SetZeroCopy(on bool) error { return notLinux() }
 
 // SetReadBuffer fails: RDS needs Linux.
 func (c *Conn) SetReadBuffer(bytes int) error { return notLinux() }
@@ -166,9 +152,6 @@ func (c *Conn) ReadBuffer() (int, error) { return 0, notLinux() }
 
 // WriteBuffer fails: RDS needs Linux.
 func (c *Conn) WriteBuffer() (int, error) { return 0, notLinux() }
-
-// SetRxPathLatency fails: RDS needs Linux.
-func (c *Conn) SetRxPathLatency(points ...cmsg.TracePoint) error { return notLinux() }
 
 // CancelSentTo fails: RDS needs Linux.
 func (c *Conn) CancelSentTo(dst netip.AddrPort) error { return notLinux() }
