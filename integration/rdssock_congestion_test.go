@@ -168,7 +168,7 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	t.Helper()
 	b.SetReadDeadline(time.Time{}) // it has passed; the peek must not wait anyway
-	if _, _, _, _, err := b.ReadMsgFlags(nil, make([]byte, 1), nil, unix.MSG_DONTWAIT|unix.MSG_PEEK); !errors.Is(err, unix.EAGAIN) {
+	if _, _, _, _, err := b.ReadMsgFlags(context.Background(), make([]byte, 1), nil, unix.MSG_DONTWAIT|unix.MSG_PEEK); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("%s; the receiver still has a message queued (a peek: %v): the test read too slowly", what, err)
 	}
 	probe, err := rdssock.Listen(netip.AddrPortFrom(a.LocalAddrPort().Addr(), port()), nil)
@@ -176,7 +176,7 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 		t.Fatalf("%s; the sender is still waiting; probe: %v", what, err)
 	}
 	defer probe.Close()
-	_, perr := probe.WriteMsgFlags(nil, []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
+	_, perr := probe.WriteMsgFlags(context.Background(), []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
 	counters := "counters unreadable"
 	if cs, err := a.Counters(); err == nil {
 		counters = fmt.Sprintf("cong_update_queued=%d cong_update_received=%d cong_send_error=%d",
@@ -249,7 +249,7 @@ func TestIntegrationRdssockWaitCongestedDeadline(t *testing.T) {
 		batch[i] = rdssock.Message{Buffer: payload, Addr: b.LocalAddrPort()}
 	}
 	a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
-	if n, err := a.WriteBatch(nil, batch, 0); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
+	if n, err := a.WriteBatch(context.Background(), batch, 0); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
 		t.Fatalf("WriteBatch to a congested port = %d, %v; want 0 and a deadline error", n, err)
 	}
 
@@ -366,7 +366,7 @@ func noticesRun(t *testing.T) bool {
 		for i := range ms {
 			ms[i].Buffer = make([]byte, 64)
 		}
-		n, err := a.ReadBatch(nil, ms, 0)
+		n, err := a.ReadBatch(context.Background(), ms, 0)
 		if err != nil {
 			t.Fatalf("ReadBatch after %d congested sends: %v", waits, err)
 		}

@@ -380,7 +380,7 @@ func TestIntegrationRowsZeroCopyCoalesced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.WriteMsgFlags(nil, payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
+		if _, err := a.WriteMsgFlags(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
 			t.Fatalf("MSG_ZEROCOPY send %d: %v", i, err)
 		}
 	}

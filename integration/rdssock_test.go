@@ -10,19 +10,19 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/integration/vmtest"
-	"github.com/go-rds/rds/rdssock"
-	"golang.org/x/sys/unix"
-	"runtime"
-	"unsafe"
-
 	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/rdssock"
 )
 
 // nextPort hands out distinct RDS ports so tests never collide.
@@ -153,7 +153,7 @@ func TestIntegrationRdssockControlOnlyMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := bytes.Repeat([]byte{0x5a}, 8192)
-	if _, err := a.WriteMsgFlags(nil, payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
+	if _, err := a.WriteMsgFlags(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
 		t.Fatalf("MSG_ZEROCOPY send: %v", err)
 	}
 	if got, _ := readMsg(t, b); !bytes.Equal(got, payload) {
@@ -551,12 +551,12 @@ func TestIntegrationRdssockBatch(t *testing.T) {
 		in[i].Buffer = make([]byte, 128)
 	}
 	roundTrip := func() {
-		n, err := a.WriteBatch(nil, out, 0)
+		n, err := a.WriteBatch(context.Background(), out, 0)
 		if err != nil || n != batch {
 			t.Fatalf("WriteBatch = %d, %v; want %d", n, err, batch)
 		}
 		for got := 0; got < batch; {
-			m, err := b.ReadBatch(nil, in[got:], 0)
+			m, err := b.ReadBatch(context.Background(), in[got:], 0)
 			if err != nil {
 				t.Fatalf("ReadBatch: %v", err)
 			}

@@ -51,7 +51,7 @@ func TestIntegrationRdssockWarmUpBounds(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WriteMsgContext with a 200ms context: %v, want context.DeadlineExceeded", err)
 	}
-	if _, err := c.WriteMsgFlags(nil, msg, nil, to, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
+	if _, err := c.WriteMsgFlags(context.Background(), msg, nil, to, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("WriteMsgFlags(MSG_DONTWAIT) during the warm-up: %v, want EAGAIN", err)
 	}
 	start = time.Now()

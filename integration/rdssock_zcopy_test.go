@@ -25,7 +25,7 @@ func sendZeroCopy(t *testing.T, a *rdssock.Conn, payload []byte, dst netip.AddrP
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.WriteMsgFlags(nil, payload, oob, dst, unix.MSG_ZEROCOPY); err != nil {
+	if _, err := a.WriteMsgFlags(context.Background(), payload, oob, dst, unix.MSG_ZEROCOPY); err != nil {
 		t.Fatalf("MSG_ZEROCOPY send of cookie %d: %v", cookie, err)
 	}
 }

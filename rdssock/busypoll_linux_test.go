@@ -32,7 +32,7 @@ func TestBusyPollReceives(t *testing.T) {
 			}
 			ms := []Message{{Buffer: buf}}
 			time.AfterFunc(tc.delay, func() { a.WriteMsg([]byte("batch"), nil, noAddr) })
-			if got, err := b.ReadBatch(nil, ms, 0); err != nil || got != 1 || string(buf[:ms[0].N]) != "batch" {
+			if got, err := b.ReadBatch(context.Background(), ms, 0); err != nil || got != 1 || string(buf[:ms[0].N]) != "batch" {
 				t.Fatalf("ReadBatch = %d, %v, %q; want 1, nil, \"batch\"", got, err, buf[:ms[0].N])
 			}
 		})

@@ -39,7 +39,7 @@ func TestConcurrentContexts(t *testing.T) {
 	for _, name := range []string{"long1", "long2"} {
 		go read(name, long)
 	}
-	go read("plain", nil)
+	go read("plain", context.Background())
 
 	time.Sleep(20 * time.Millisecond)
 	cancel()

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -154,9 +156,52 @@ func TestReadMsgContextDeadline(t *testing.T) {
 
 func TestReadMsgDontWait(t *testing.T) {
 	_, b := pair(t)
-	_, _, _, _, err := b.ReadMsgFlags(nil, make([]byte, 8), nil, unix.MSG_DONTWAIT)
+	_, _, _, _, err := b.ReadMsgFlags(context.Background(), make([]byte, 8), nil, unix.MSG_DONTWAIT)
 	if !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("ReadMsgFlags(MSG_DONTWAIT) on an empty socket: %v; want EAGAIN", err)
+	}
+}
+
+// TestNilContextRefused: every method that takes a context refuses nil
+// with an error that names the fix, before touching the socket: a queued
+// message stays queued.
+func TestNilContextRefused(t *testing.T) {
+	a, b := pair(t)
+	if _, err := a.WriteMsg([]byte("queued"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	buf := make([]byte, 16)
+	ms := []Message{{Buffer: buf}}
+	for name, call := range map[string]func() error{
+		"ReadMsgContext": func() error { _, _, _, _, err := b.ReadMsgContext(nilCtx, buf, nil); return err },
+		"ReadMsgFlags":   func() error { _, _, _, _, err := b.ReadMsgFlags(nilCtx, buf, nil, 0); return err },
+		"ReadBatch":      func() error { _, err := b.ReadBatch(nilCtx, ms, 0); return err },
+		"WriteMsgContext": func() error {
+			_, err := a.WriteMsgContext(nilCtx, []byte("x"), nil, noAddr)
+			return err
+		},
+		"WriteMsgFlags": func() error {
+			_, err := a.WriteMsgFlags(nilCtx, []byte("x"), nil, noAddr, 0)
+			return err
+		},
+		"WriteBatch": func() error {
+			_, err := a.WriteBatch(nilCtx, []Message{{Buffer: []byte("x")}}, 0)
+			return err
+		},
+		"WarmUp": func() error { return WarmUp(nilCtx, netip.Addr{}, netip.Addr{}, nil) },
+	} {
+		err := call()
+		if !errors.Is(err, errNilContext) || !strings.Contains(err.Error(), "context.Background()") {
+			t.Errorf("%s(nil context) = %v; want the nil-context error", name, err)
+		}
+	}
+	n, _, _, _, err := b.ReadMsgFlags(context.Background(), buf, nil, unix.MSG_DONTWAIT)
+	if err != nil || string(buf[:n]) != "queued" {
+		t.Fatalf("after the refused calls: %q, %v; want the one message queued before them", buf[:n], err)
+	}
+	if _, _, _, _, err := b.ReadMsgFlags(context.Background(), buf, nil, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("a refused write sent something: %v", err)
 	}
 }
 

@@ -64,7 +64,7 @@ func TestCloseUnblocksReadsWithAndWithoutContext(t *testing.T) {
 	errc := make(chan error, 4)
 	for i := range 4 {
 		go func() {
-			var c context.Context
+			c := context.Background()
 			if i%2 == 1 {
 				c = ctx
 			}
@@ -118,7 +118,7 @@ func TestAllocWaitingRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	req, resp := make([]byte, 64), make([]byte, 64)
-	for _, c := range []context.Context{nil, ctx} {
+	for _, c := range []context.Context{context.Background(), ctx} {
 		allocs := testing.AllocsPerRun(200, func() {
 			if _, err := a.WriteMsg(req, nil, noAddr); err != nil {
 				t.Fatal(err)

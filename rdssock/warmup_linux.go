@@ -89,6 +89,9 @@ const (
 // new RDS/TCP connection are being set up (see the BUG notes), unless both
 // hosts set up the same connection at the same moment.
 func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error {
+	if ctx == nil {
+		return fmt.Errorf("rdssock: warm-up %v -> %v: %w", local, peer, errNilContext)
+	}
 	answered, err := bringUp(ctx, local, peer, cfg, 0)
 	switch {
 	case err == nil:
