@@ -168,7 +168,7 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 	t.Helper()
 	b.SetReadDeadline(time.Time{}) // it has passed; the peek must not wait anyway
-	if _, _, _, _, err := b.ReadMsgFlags(context.Background(), make([]byte, 1), nil, unix.MSG_DONTWAIT|unix.MSG_PEEK); !errors.Is(err, unix.EAGAIN) {
+	if _, _, _, _, err := b.ReadMsgContext(context.Background(), make([]byte, 1), nil, unix.MSG_DONTWAIT|unix.MSG_PEEK); !errors.Is(err, unix.EAGAIN) {
 		t.Fatalf("%s; the receiver still has a message queued (a peek: %v): the test read too slowly", what, err)
 	}
 	probe, err := rdssock.Listen(netip.AddrPortFrom(a.LocalAddrPort().Addr(), port()), nil)
@@ -176,7 +176,7 @@ func senderStuck(t *testing.T, what string, a, b *rdssock.Conn) {
 		t.Fatalf("%s; the sender is still waiting; probe: %v", what, err)
 	}
 	defer probe.Close()
-	_, perr := probe.WriteMsgFlags(context.Background(), []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
+	_, perr := probe.WriteMsgContext(context.Background(), []byte("probe"), nil, b.LocalAddrPort(), unix.MSG_DONTWAIT)
 	counters := "counters unreadable"
 	if cs, err := a.Counters(); err == nil {
 		counters = fmt.Sprintf("cong_update_queued=%d cong_update_received=%d cong_send_error=%d",
@@ -283,7 +283,7 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) (waits uint64, wedg
 	go func() {
 		payload := make([]byte, 1024)
 		for range msgs {
-			if _, err := a.WriteMsgContext(ctx, payload, nil, b.LocalAddrPort()); err != nil {
+			if _, err := a.WriteMsgContext(ctx, payload, nil, b.LocalAddrPort(), 0); err != nil {
 				sent <- err
 				return
 			}

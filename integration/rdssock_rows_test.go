@@ -322,7 +322,7 @@ func checkRxPathLatency(t *testing.T, a, b *rdssock.Conn) {
 		}
 		// Wait until the message is queued, then let it sit there: point 2
 		// must include the hold and cannot exceed the time since sending.
-		if _, _, _, _, err := b.ReadMsgFlags(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
+		if _, _, _, _, err := b.ReadMsgContext(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(hold)
@@ -380,7 +380,7 @@ func TestIntegrationRowsZeroCopyCoalesced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.WriteMsgFlags(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
+		if _, err := a.WriteMsgContext(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
 			t.Fatalf("MSG_ZEROCOPY send %d: %v", i, err)
 		}
 	}

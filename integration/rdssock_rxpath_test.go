@@ -28,7 +28,7 @@ func sendTraced(t *testing.T, a, b *rdssock.Conn, size int, hold time.Duration) 
 		t.Fatal(err)
 	}
 	if hold > 0 {
-		if _, _, _, _, err := b.ReadMsgFlags(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
+		if _, _, _, _, err := b.ReadMsgContext(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(hold)

@@ -153,7 +153,7 @@ func TestIntegrationRdssockControlOnlyMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := bytes.Repeat([]byte{0x5a}, 8192)
-	if _, err := a.WriteMsgFlags(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
+	if _, err := a.WriteMsgContext(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
 		t.Fatalf("MSG_ZEROCOPY send: %v", err)
 	}
 	if got, _ := readMsg(t, b); !bytes.Equal(got, payload) {
@@ -507,7 +507,7 @@ func TestIntegrationRdssockDeadlineAndContext(t *testing.T) {
 	a.SetReadDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, _, _, _, err := a.ReadMsgContext(ctx, make([]byte, 8), nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, _, _, err := a.ReadMsgContext(ctx, make([]byte, 8), nil, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("ReadMsgContext past deadline: %v", err)
 	}
 }

@@ -122,11 +122,11 @@ func BenchmarkPingPong(b *testing.B) {
 			go func() {
 				buf := make([]byte, 64)
 				for {
-					n, _, _, _, err := y.ReadMsgContext(ctx, buf, nil)
+					n, _, _, _, err := y.ReadMsgContext(ctx, buf, nil, 0)
 					if err != nil {
 						return
 					}
-					if _, err := y.WriteMsgContext(ctx, buf[:n], nil, noAddr); err != nil {
+					if _, err := y.WriteMsgContext(ctx, buf[:n], nil, noAddr, 0); err != nil {
 						return
 					}
 				}
@@ -134,10 +134,10 @@ func BenchmarkPingPong(b *testing.B) {
 			msg, buf := make([]byte, 64), make([]byte, 64)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := x.WriteMsgContext(ctx, msg, nil, noAddr); err != nil {
+				if _, err := x.WriteMsgContext(ctx, msg, nil, noAddr, 0); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, _, _, err := x.ReadMsgContext(ctx, buf, nil); err != nil {
+				if _, _, _, _, err := x.ReadMsgContext(ctx, buf, nil, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -61,7 +61,7 @@ type Config struct {
 	// as an SCM_TIMESTAMP control message.
 	Timestamps bool
 
-	// ZeroCopy (SO_ZEROCOPY) allows WriteMsgFlags with MSG_ZEROCOPY and an
+	// ZeroCopy (SO_ZEROCOPY) allows WriteMsgContext with MSG_ZEROCOPY and an
 	// RDS_CMSG_ZCOPY_COOKIE control message; RDS/TCP only.
 	ZeroCopy bool
 

@@ -30,11 +30,12 @@
 // arrive as 0-byte messages that carry only control data. Truncation is
 // reported with ErrTruncated rather than dropped silently.
 //
-// Sends and receives go through the Go runtime poller, honour deadlines,
-// and have context variants. They issue sendmsg and recvmsg directly with
-// pooled message headers, so a call allocates nothing. Any number of
-// goroutines may send and receive on one Conn at once, each with its own
-// context. A send to a congested port fails with ErrCongested, or waits
+// Sends and receives go through the Go runtime poller and honour
+// deadlines; ReadMsgContext and WriteMsgContext also take a context and
+// recvmsg or sendmsg flags (MSG_PEEK, MSG_DONTWAIT, MSG_ZEROCOPY). They
+// issue sendmsg and recvmsg directly with pooled message headers, so a
+// call allocates nothing. Any number of goroutines may send and receive on
+// one Conn at once, each with its own context. A send to a congested port fails with ErrCongested, or waits
 // with Config.WaitCongested. Config.BusyPoll makes a receive retry
 // briefly before it waits, trading CPU time for latency.
 //

@@ -101,12 +101,7 @@ func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, 
 }
 
 // ReadMsgContext fails: RDS needs Linux.
-func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
-	return 0, 0, 0, netip.AddrPort{}, notLinux()
-}
-
-// ReadMsgFlags fails: RDS needs Linux.
-func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	return 0, 0, 0, netip.AddrPort{}, notLinux()
 }
 
@@ -114,12 +109,7 @@ func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, o
 func (c *Conn) WriteMsg(b, oob []byte, to netip.AddrPort) (int, error) { return 0, notLinux() }
 
 // WriteMsgContext fails: RDS needs Linux.
-func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort) (int, error) {
-	return 0, notLinux()
-}
-
-// WriteMsgFlags fails: RDS needs Linux.
-func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
 	return 0, notLinux()
 }
 

@@ -68,7 +68,7 @@ func TestCloseUnblocksReadsWithAndWithoutContext(t *testing.T) {
 			if i%2 == 1 {
 				c = ctx
 			}
-			_, _, _, _, err := b.ReadMsgFlags(c, make([]byte, 8), nil, 0)
+			_, _, _, _, err := b.ReadMsgContext(c, make([]byte, 8), nil, 0)
 			errc <- err
 		}()
 	}
@@ -123,7 +123,7 @@ func TestAllocWaitingRead(t *testing.T) {
 			if _, err := a.WriteMsg(req, nil, noAddr); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, _, _, err := a.ReadMsgFlags(c, resp, nil, 0); err != nil {
+			if _, _, _, _, err := a.ReadMsgContext(c, resp, nil, 0); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -182,7 +182,7 @@ func passive(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) e
 			if got%uint64(cfg.depth) == 0 {
 				// Acknowledge, so the active side may use the slots
 				// of the operations seen so far again.
-				if _, err := c.Socket().WriteMsgContext(ctx, strconv.AppendUint(append(ack[:0], "ack "...), got, 10), nil, cfg.peer); err != nil {
+				if _, err := c.Socket().WriteMsgContext(ctx, strconv.AppendUint(append(ack[:0], "ack "...), got, 10), nil, cfg.peer, 0); err != nil {
 					return err
 				}
 			}
@@ -291,7 +291,7 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 		}
 	}
 	secs := time.Since(start).Seconds()
-	if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer); err != nil {
+	if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer, 0); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "RESULT role=active op=%s depth=%d size=%d ops=%d secs=%.3f rate=%.1f failed=%d verified=%d\n",
@@ -307,7 +307,7 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 func hello(ctx context.Context, c *rdmaops.Conn, cfg *config) (cmsg.Cookie, error) {
 	buf := make([]byte, 64)
 	for {
-		if _, err := c.Socket().WriteMsgContext(ctx, []byte("hello"), nil, cfg.peer); err != nil && !errors.Is(err, rdssock.ErrCongested) {
+		if _, err := c.Socket().WriteMsgContext(ctx, []byte("hello"), nil, cfg.peer, 0); err != nil && !errors.Is(err, rdssock.ErrCongested) {
 			return 0, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
