@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/netip"
-	"syscall"
 	"time"
 
 	"github.com/go-rds/rds/rdssock"
@@ -193,45 +192,4 @@ func ExampleConn_SetBusyPoll() {
 		log.Fatal(err)
 	}
 	defer c.SetBusyPoll(0)
-}
-
-// Look at the next message without taking it (MSG_PEEK), giving up after
-// a second; a plain receive then takes it.
-func ExampleConn_ReadMsgContext() {
-	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	buf := make([]byte, 1<<16)
-	n, _, _, from, err := c.ReadMsgContext(ctx, buf, nil, syscall.MSG_PEEK)
-	if errors.Is(err, context.DeadlineExceeded) {
-		fmt.Println("nothing within a second")
-		return
-	} else if err != nil {
-		log.Fatal(err)
-	}
-	fmt.Printf("next: %d bytes from %v\n", n, from)
-	if _, _, _, _, err := c.ReadMsgContext(ctx, buf, nil, 0); err != nil {
-		log.Fatal(err)
-	}
-}
-
-// Send without waiting: with MSG_DONTWAIT a full send buffer is an EAGAIN
-// error instead of a wait.
-func ExampleConn_WriteMsgContext() {
-	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), nil)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer c.Close()
-	peer := netip.MustParseAddrPort("10.0.0.2:4000")
-	_, err = c.WriteMsgContext(context.Background(), []byte("now or never"), nil, peer, syscall.MSG_DONTWAIT)
-	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, rdssock.ErrCongested) {
-		fmt.Println("busy; try later")
-	} else if err != nil {
-		log.Fatal(err)
-	}
 }
