@@ -95,11 +95,11 @@ func newRawPeer(t *testing.T, ctx context.Context, local, server netip.AddrPort,
 	// Ping until the server answers, then register and announce.
 	buf, oob := make([]byte, 256), make([]byte, cmsg.MaxReceiveSpace)
 	for i := 0; ; i++ {
-		if _, err := sock.WriteMsgContext(ctx, bsMsg{op: bsPing, id: 1}.bytes(), nil, server); err != nil {
+		if _, err := sock.WriteMsgContext(ctx, bsMsg{op: bsPing, id: 1}.bytes(), nil, server, 0); err != nil {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		n, _, _, from, err := sock.ReadMsgContext(rctx, buf, oob)
+		n, _, _, from, err := sock.ReadMsgContext(rctx, buf, oob, 0)
 		cancel()
 		if err == nil && from == server {
 			if m, ok := parseBS(buf[:n]); ok && m.op == bsPong {
@@ -287,7 +287,7 @@ func TestBlockServerBacklogFlood(t *testing.T) {
 				continue
 			}
 			m := bsMsg{op: bsRead, id: uint32(sent + 1), block: uint64(sent % nblocks), cookie: uint64(flooder.cookie)}
-			if _, err := flooder.sock.WriteMsgContext(ctx, m.bytes(), nil, server); err != nil {
+			if _, err := flooder.sock.WriteMsgContext(ctx, m.bytes(), nil, server, 0); err != nil {
 				t.Fatalf("flood message %d: %v", sent, err)
 			}
 			sent++
@@ -400,7 +400,7 @@ func TestBlockServerFailingJobs(t *testing.T) {
 	start := time.Now()
 	for i := range reqs {
 		m := bsMsg{op: bsRead, id: uint32(i + 1), block: uint64(i % nblocks), cookie: uint64(p.cookie)}
-		if _, err := p.sock.WriteMsgContext(ctx, m.bytes(), nil, server); err != nil {
+		if _, err := p.sock.WriteMsgContext(ctx, m.bytes(), nil, server, 0); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
@@ -435,7 +435,7 @@ func TestBlockServerFailingJobs(t *testing.T) {
 	kinds := map[uint8]int{}
 	for {
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
-		n, _, _, from, err := p.sock.ReadMsgContext(rctx, buf, oob)
+		n, _, _, from, err := p.sock.ReadMsgContext(rctx, buf, oob, 0)
 		rcancel()
 		if err != nil {
 			break
@@ -449,10 +449,10 @@ func TestBlockServerFailingJobs(t *testing.T) {
 	served := false
 	for i := 0; i < 20 && !served; i++ {
 		id := uint32(10000 + i)
-		p.sock.WriteMsgContext(ctx, bsMsg{op: bsRead, id: id, block: 3, cookie: uint64(p.cookie)}.bytes(), nil, server)
+		p.sock.WriteMsgContext(ctx, bsMsg{op: bsRead, id: id, block: 3, cookie: uint64(p.cookie)}.bytes(), nil, server, 0)
 		rctx, rcancel := context.WithTimeout(ctx, time.Second)
 		for {
-			n, _, _, from, err := p.sock.ReadMsgContext(rctx, buf, oob)
+			n, _, _, from, err := p.sock.ReadMsgContext(rctx, buf, oob, 0)
 			if err != nil {
 				break
 			}
@@ -549,7 +549,7 @@ func TestBlockServerForgedReplies(t *testing.T) {
 					m.id = r.Uint32()
 				}
 				m.block, m.buf, m.crc = r.Uint64N(nblocks), r.Uint32N(8), r.Uint32()
-				if _, err := s.WriteMsgContext(ctx, m.bytes(), nil, caddr); err != nil {
+				if _, err := s.WriteMsgContext(ctx, m.bytes(), nil, caddr, 0); err != nil {
 					if errors.Is(err, rdssock.ErrCongested) {
 						time.Sleep(time.Millisecond)
 						continue

@@ -121,7 +121,7 @@ func TestBlockServerHostile(t *testing.T) {
 	rbuf, oob := make([]byte, 8192), make([]byte, cmsg.MaxReceiveSpace)
 	send := func(b []byte) {
 		t.Helper()
-		if _, err := hsock.WriteMsgContext(ctx, b, nil, server); err != nil {
+		if _, err := hsock.WriteMsgContext(ctx, b, nil, server, 0); err != nil {
 			t.Fatalf("send %d bytes: %v", len(b), err)
 		}
 	}
@@ -130,7 +130,7 @@ func TestBlockServerHostile(t *testing.T) {
 		rctx, rcancel := context.WithTimeout(ctx, wait)
 		defer rcancel()
 		for {
-			n, _, _, from, err := hsock.ReadMsgContext(rctx, rbuf, oob)
+			n, _, _, from, err := hsock.ReadMsgContext(rctx, rbuf, oob, 0)
 			if err != nil {
 				return bsMsg{}, err
 			}

@@ -31,7 +31,7 @@ func TestIntegrationGetMRRefused(t *testing.T) {
 	client := newRDMAEnd(t, vmtest.IBAddr2, nil, nil, nil)
 	// A connection from the client's address first: without one,
 	// RDS_GET_MR has no device and fails with ENODEV instead.
-	if _, err := client.sock.WriteMsgContext(ctx, []byte("hi"), nil, server.addr()); err != nil {
+	if _, err := client.sock.WriteMsgContext(ctx, []byte("hi"), nil, server.addr(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if m := server.recv(t, "hello"); string(m.data) != "hi" {

@@ -340,7 +340,7 @@ func TestIntegrationBarrierMark(t *testing.T) {
 	// Bring the TOS 3 connection up with a plain message first: on Linux
 	// 6.12 an RDMA_MAP as the first message on a connection of a nonzero
 	// TOS failed with EINVAL.
-	if _, err := client.sock.WriteMsgContext(ctx, []byte("hi"), nil, server.addr()); err != nil {
+	if _, err := client.sock.WriteMsgContext(ctx, []byte("hi"), nil, server.addr(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if m := server.recv(t, "hello"); string(m.data) != "hi" {
@@ -625,7 +625,7 @@ func TestIntegrationPoolNoRegistrations(t *testing.T) {
 			}
 			want[b.Index()] = sent
 			req := fmt.Sprintf("%d %d %x", b.Index(), sent, uint64(b.Cookie()))
-			if _, err := client.sock.WriteMsgContext(ctx, []byte(req), nil, server.addr()); err != nil {
+			if _, err := client.sock.WriteMsgContext(ctx, []byte(req), nil, server.addr(), 0); err != nil {
 				t.Fatalf("request %d: %v", sent, err)
 			}
 			sent++

@@ -282,7 +282,7 @@ func TestIntegrationRowsConnectWrite(t *testing.T) {
 func TestIntegrationRowsRxPathLatency(t *testing.T) {
 	vmtest.Require(t)
 	cfg := &rdssock.Config{
-		RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramReassemble, rdssock.LatencyDgramDelivered},
+		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered},
 	}
 	t.Run("ib", func(t *testing.T) {
 		a := listen(t, netip.AddrPortFrom(vmtest.IBAddr1, port()), nil)
@@ -307,7 +307,7 @@ func checkRxPathLatency(t *testing.T, a, b *rdssock.Conn) {
 		}
 		// Wait until the message is queued, then let it sit there: point 2
 		// must include the hold and cannot exceed the time since sending.
-		if _, _, _, _, err := b.ReadMsgFlags(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
+		if _, _, _, _, err := b.ReadMsgContext(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(hold)
@@ -365,7 +365,7 @@ func TestIntegrationRowsZeroCopyCoalesced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.WriteMsgFlags(nil, payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
+		if _, err := a.WriteMsgContext(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
 			t.Fatalf("MSG_ZEROCOPY send %d: %v", i, err)
 		}
 	}

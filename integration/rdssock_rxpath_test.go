@@ -28,7 +28,7 @@ func sendTraced(t *testing.T, a, b *rdssock.Conn, size int, hold time.Duration) 
 		t.Fatal(err)
 	}
 	if hold > 0 {
-		if _, _, _, _, err := b.ReadMsgFlags(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
+		if _, _, _, _, err := b.ReadMsgContext(context.Background(), buf, oob, unix.MSG_PEEK); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(hold)
@@ -67,7 +67,7 @@ func sendTraced(t *testing.T, a, b *rdssock.Conn, size int, hold time.Duration) 
 func TestIntegrationRowsRxPathPoints(t *testing.T) {
 	vmtest.Require(t)
 	const hold = 150 * time.Millisecond
-	all := []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramReassemble, rdssock.LatencyDgramDelivered}
+	all := []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered}
 	for _, tc := range []struct {
 		name          string
 		local, remote func(t *testing.T, cfg *rdssock.Config) *rdssock.Conn
@@ -86,7 +86,7 @@ func TestIntegrationRowsRxPathPoints(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := tc.local(t, nil)
 			// Reversed order and a subset: the report follows the request.
-			b := tc.remote(t, &rdssock.Config{RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyDgramDelivered, rdssock.LatencyHeaderToDgramStart}})
+			b := tc.remote(t, &rdssock.Config{RxPathLatency: []cmsg.TracePoint{cmsg.TraceDgramDelivered, cmsg.TraceHdrToDgramStart}})
 			tr, elapsed := sendTraced(t, a, b, 2000, hold)
 			if tr == nil {
 				t.Fatal("no RDS_CMSG_RXPATH_LATENCY")
@@ -105,20 +105,15 @@ func TestIntegrationRowsRxPathPoints(t *testing.T) {
 				t.Errorf("point 0 = %v; want within the %v of the path outside the hold", d, elapsed-hold)
 			}
 
-			// Switched off: no report.
-			if err := b.SetRxPathLatency(); err != nil {
-				t.Fatal(err)
-			}
-			if tr, _ := sendTraced(t, a, b, 100, 0); tr != nil {
-				t.Fatalf("after SetRxPathLatency(): trace %+v", *tr)
+			// Not asked for: no report.
+			if tr, _ := sendTraced(t, a, tc.remote(t, nil), 100, 0); tr != nil {
+				t.Fatalf("without Config.RxPathLatency: trace %+v", *tr)
 			}
 
 			// All three, on messages of one byte to 60 KiB (many TCP
 			// segments, several IB fragments): each non-negative, their
 			// sum within the time from send to receive.
-			if err := b.SetRxPathLatency(all...); err != nil {
-				t.Fatal(err)
-			}
+			b = tc.remote(t, &rdssock.Config{RxPathLatency: all})
 			for _, size := range []int{1, 4000, 60 << 10} {
 				tr, elapsed := sendTraced(t, a, b, size, 0)
 				if tr == nil {
@@ -155,7 +150,7 @@ func TestIntegrationRowsRxPathLoopback(t *testing.T) {
 	const hold = 100 * time.Millisecond
 	a := listen(t, netip.AddrPortFrom(vmtest.Loopback4, port()), nil)
 	b := listen(t, netip.AddrPortFrom(vmtest.Loopback4, port()), &rdssock.Config{
-		RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramReassemble, rdssock.LatencyDgramDelivered},
+		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramReassemble, cmsg.TraceDgramDelivered},
 	})
 	wantConnTransport(t, b, rdssock.TransportLoop)
 	tr, elapsed := sendTraced(t, a, b, 100, hold)

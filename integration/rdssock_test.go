@@ -155,7 +155,7 @@ func TestIntegrationRdssockControlOnlyMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	payload := bytes.Repeat([]byte{0x5a}, 8192)
-	if _, err := a.WriteMsgFlags(nil, payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
+	if _, err := a.WriteMsgContext(context.Background(), payload, oob, b.LocalAddrPort(), unix.MSG_ZEROCOPY); err != nil {
 		t.Fatalf("MSG_ZEROCOPY send: %v", err)
 	}
 	if got, _ := readMsg(t, b); !bytes.Equal(got, payload) {
@@ -559,11 +559,14 @@ func TestIntegrationRdssockOptions(t *testing.T) {
 	vmtest.Require(t)
 	a := listen(t, netip.AddrPortFrom(vmtest.IBAddr1, port()), &rdssock.Config{
 		RecvErr: true, CongestionMonitor: true, Timestamps: true, SendBuffer: 1 << 20, ReceiveBuffer: 1 << 20, ForceBuffers: true,
-		RxPathLatency: []rdssock.LatencyPoint{rdssock.LatencyHeaderToDgramStart, rdssock.LatencyDgramDelivered},
+		RxPathLatency: []cmsg.TracePoint{cmsg.TraceHdrToDgramStart, cmsg.TraceDgramDelivered},
 		TOS:           2,
 	})
-	if on, err := a.RecvErr(); err != nil || !on {
-		t.Errorf("RecvErr() = %v, %v", on, err)
+	if on, err := sockoptInt(a, rdsabi.SOL, rdsabi.OptRecvErr); err != nil || on != 1 {
+		t.Errorf("RDS_RECVERR = %v, %v; want 1", on, err)
+	}
+	if on, err := sockoptInt(a, unix.SOL_SOCKET, unix.SO_TIMESTAMP); err != nil || on != 1 {
+		t.Errorf("SO_TIMESTAMP = %v, %v; want 1", on, err)
 	}
 	if tos, err := a.TOS(); err != nil || tos != 2 {
 		t.Errorf("TOS() = %d, %v; want 2", tos, err)
@@ -620,7 +623,7 @@ func TestIntegrationRdssockDeadlineAndContext(t *testing.T) {
 	a.SetReadDeadline(time.Time{})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, _, _, _, err := a.ReadMsgContext(ctx, make([]byte, 8), nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, _, _, err := a.ReadMsgContext(ctx, make([]byte, 8), nil, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("ReadMsgContext past deadline: %v", err)
 	}
 }
@@ -664,12 +667,12 @@ func TestIntegrationRdssockBatch(t *testing.T) {
 		in[i].Buffer = make([]byte, 128)
 	}
 	roundTrip := func() {
-		n, err := a.WriteBatch(nil, out, 0)
+		n, err := a.WriteBatch(context.Background(), out, 0)
 		if err != nil || n != batch {
 			t.Fatalf("WriteBatch = %d, %v; want %d", n, err, batch)
 		}
 		for got := 0; got < batch; {
-			m, err := b.ReadBatch(nil, in[got:], 0)
+			m, err := b.ReadBatch(context.Background(), in[got:], 0)
 			if err != nil {
 				t.Fatalf("ReadBatch: %v", err)
 			}
@@ -685,4 +688,18 @@ func TestIntegrationRdssockBatch(t *testing.T) {
 	if allocs := testing.AllocsPerRun(50, roundTrip); allocs != 0 {
 		t.Fatalf("a batch of %d over RDS/TCP allocated %v times; want 0", batch, allocs)
 	}
+}
+
+// sockoptInt reads an integer socket option of c as the kernel holds it.
+func sockoptInt(c *rdssock.Conn, level, opt int) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), level, opt) }); err != nil {
+		return 0, err
+	}
+	return v, gerr
 }

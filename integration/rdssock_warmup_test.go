@@ -46,13 +46,13 @@ func TestIntegrationRdssockWarmUpBounds(t *testing.T) {
 	c.SetWriteDeadline(time.Time{})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	_, err = c.WriteMsgContext(ctx, msg, nil, to)
+	_, err = c.WriteMsgContext(ctx, msg, nil, to, 0)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WriteMsgContext with a 200ms context: %v, want context.DeadlineExceeded", err)
 	}
-	if _, err := c.WriteMsgFlags(nil, msg, nil, to, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
-		t.Fatalf("WriteMsgFlags(MSG_DONTWAIT) during the warm-up: %v, want EAGAIN", err)
+	if _, err := c.WriteMsgContext(context.Background(), msg, nil, to, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("WriteMsgContext(MSG_DONTWAIT) during the warm-up: %v, want EAGAIN", err)
 	}
 	start = time.Now()
 	if _, err := c.WriteMsg(nil, nil, netip.AddrPortFrom(noHost, 0)); err != nil {
@@ -127,7 +127,7 @@ func TestIntegrationRdssockWarmUpShared(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			_, err := c.WriteMsgContext(ctx, []byte{byte(i)}, nil, r.LocalAddrPort())
+			_, err := c.WriteMsgContext(ctx, []byte{byte(i)}, nil, r.LocalAddrPort(), 0)
 			errs <- err
 		}()
 	}

@@ -25,7 +25,7 @@ func sendZeroCopy(t *testing.T, a *rdssock.Conn, payload []byte, dst netip.AddrP
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.WriteMsgFlags(nil, payload, oob, dst, unix.MSG_ZEROCOPY); err != nil {
+	if _, err := a.WriteMsgContext(context.Background(), payload, oob, dst, unix.MSG_ZEROCOPY); err != nil {
 		t.Fatalf("MSG_ZEROCOPY send of cookie %d: %v", cookie, err)
 	}
 }
@@ -175,7 +175,7 @@ func TestIntegrationRowsZeroCopyOnData(t *testing.T) {
 	// Nothing more is pending.
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if n, oobn, _, _, err := a.ReadMsgContext(ctx, buf, oob); err == nil {
+	if n, oobn, _, _, err := a.ReadMsgContext(ctx, buf, oob, 0); err == nil {
 		t.Fatalf("extra message after all cookies: %d bytes, control %v", n, zeroCopyCookies(t, oob[:oobn]))
 	}
 }

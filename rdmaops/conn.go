@@ -501,12 +501,12 @@ func isEAGAIN(err error) bool { return errors.Is(err, syscall.EAGAIN) }
 // (if not zero) passes.
 func (c *Conn) send(ctx context.Context, b, oob []byte, to netip.AddrPort, deadline time.Time) error {
 	if c.opts.FailFast {
-		_, err := c.c.WriteMsgFlags(nil, b, oob, to, syscall.MSG_DONTWAIT)
+		_, err := c.c.WriteMsgContext(context.Background(), b, oob, to, syscall.MSG_DONTWAIT)
 		return err
 	}
 	pause := 20 * time.Microsecond
 	for {
-		_, err := c.c.WriteMsgContext(ctx, b, oob, to)
+		_, err := c.c.WriteMsgContext(orBackground(ctx), b, oob, to, 0)
 		if err == nil || !(isEAGAIN(err) || errors.Is(err, rdssock.ErrCongested)) || c.closing.Load() {
 			return err
 		}
@@ -522,6 +522,15 @@ func (c *Conn) send(ctx context.Context, b, oob []byte, to netip.AddrPort, deadl
 			pause *= 2
 		}
 	}
+}
+
+// orBackground returns ctx, or context.Background() for nil: this
+// package takes a nil context, rdssock refuses it.
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
 }
 
 // sleepCtx waits d or until ctx is done.

@@ -138,7 +138,7 @@ func (c *Conn) registerMap(ctx context.Context, s Span, flags cmsg.Flags, to net
 	if err != nil {
 		return 0, err
 	}
-	_, err = c.c.WriteMsgContext(ctx, msg, oob, to)
+	_, err = c.c.WriteMsgContext(orBackground(ctx), msg, oob, to, 0)
 	runtime.KeepAlive(sc)
 	if err != nil {
 		return 0, err
@@ -174,7 +174,7 @@ func (c *Conn) announce(ctx context.Context, ck cmsg.Cookie, to netip.AddrPort, 
 	b := cmsg.NewBuilder(sc.oob[:0])
 	b.RDMADest(ck)
 	oob, _ := b.Finish()
-	_, err := c.c.WriteMsgContext(ctx, msg, oob, to)
+	_, err := c.c.WriteMsgContext(orBackground(ctx), msg, oob, to, 0)
 	return err
 }
 

@@ -175,7 +175,7 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 		ctl = r.ctl[:]
 	}
 	for {
-		n, oobn, flags, from, err := c.c.ReadMsgFlags(ctx, b, ctl, 0)
+		n, oobn, flags, from, err := c.c.ReadMsgContext(orBackground(ctx), b, ctl, 0)
 		if err != nil && flags == 0 {
 			if c.ownDeadlinePassed(ctx, err) {
 				continue
@@ -381,7 +381,7 @@ func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (dataWait b
 		}
 		// Peek: the kernel hands out (and consumes) completion notices
 		// before any data, and leaves a data message queued.
-		n, oobn, flags, from, rerr := c.c.ReadMsgFlags(ctx, nil, r.ctl[:], unix.MSG_PEEK|unix.MSG_TRUNC)
+		n, oobn, flags, from, rerr := c.c.ReadMsgContext(orBackground(ctx), nil, r.ctl[:], unix.MSG_PEEK|unix.MSG_TRUNC)
 		if rerr != nil && flags == 0 {
 			if c.ownDeadlinePassed(ctx, rerr) {
 				continue
@@ -419,7 +419,7 @@ func (c *Conn) keep(n int) error {
 		k.data = make([]byte, n)
 	}
 	k.data = k.data[:cap(k.data)]
-	got, oobn, flags, from, err := c.c.ReadMsgFlags(nil, k.data, k.oob[:], 0)
+	got, oobn, flags, from, err := c.c.ReadMsgContext(context.Background(), k.data, k.oob[:], 0)
 	if err != nil && flags == 0 {
 		return err
 	}

@@ -26,16 +26,6 @@ func (a *Addr) String() string {
 	return a.AddrPort.String()
 }
 
-// ParseAddr parses "host:port" into an *Addr; host must be a literal IP
-// address (RDS has no name resolution), with a zone for IPv6 link-local.
-func ParseAddr(s string) (*Addr, error) {
-	ap, err := netip.ParseAddrPort(s)
-	if err != nil {
-		return nil, err
-	}
-	return &Addr{AddrPort: ap}, nil
-}
-
 // addrPortOf converts a net.Addr accepted by WriteTo into a netip.AddrPort.
 func addrPortOf(a interface{ String() string }) (netip.AddrPort, bool) {
 	switch v := a.(type) {

@@ -269,8 +269,11 @@ func (op *batchOp) doSend(fd uintptr) bool {
 // Like ReadMsg it treats 0-byte messages as messages, and skips the
 // congestion notices of Config.WaitCongested. A truncated message is
 // reported in its Flags, not as an error, so that the rest of the batch is
-// not lost. ctx may be nil.
+// not lost. ctx must not be nil: context.Background() waits without one.
 func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, error) {
+	if ctx == nil {
+		return 0, opError("read", c.LocalAddr(), nil, errNilContext)
+	}
 	if len(ms) == 0 {
 		return 0, nil
 	}
@@ -303,8 +306,12 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 // ErrCongested). With Config.WaitCongested the batch waits out congestion
 // instead; if that wait ends early (deadline, context, Close) the count of
 // messages already accepted comes with the error. Like WriteMsg, it first
-// brings up the connection to each new peer. ctx may be nil.
+// brings up the connection to each new peer. ctx must not be nil:
+// context.Background() waits without one.
 func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, error) {
+	if ctx == nil {
+		return 0, opError("write", c.LocalAddr(), nil, errNilContext)
+	}
 	if len(ms) == 0 {
 		return 0, nil
 	}

@@ -4,6 +4,7 @@ package rdssock
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 
@@ -21,7 +22,7 @@ func TestReadWriteBatch(t *testing.T) {
 	}
 	out[2].Buffer = nil // an empty message with control data must stay empty
 	out[2].OOB = credsCmsg()
-	n, err := a.WriteBatch(nil, out, 0)
+	n, err := a.WriteBatch(context.Background(), out, 0)
 	if err != nil || n != len(out) {
 		t.Fatalf("WriteBatch = %d, %v; want %d", n, err, len(out))
 	}
@@ -36,7 +37,7 @@ func TestReadWriteBatch(t *testing.T) {
 	}
 	got := 0
 	for got < len(out) {
-		n, err := b.ReadBatch(nil, in[got:], 0)
+		n, err := b.ReadBatch(context.Background(), in[got:], 0)
 		if err != nil {
 			t.Fatalf("ReadBatch: %v", err)
 		}
@@ -60,7 +61,7 @@ func TestReadBatchTruncationInFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := []Message{{Buffer: make([]byte, 4)}}
-	n, err := b.ReadBatch(nil, in, 0)
+	n, err := b.ReadBatch(context.Background(), in, 0)
 	if err != nil || n != 1 || in[0].N != 4 || in[0].Flags&unix.MSG_TRUNC == 0 {
 		t.Fatalf("ReadBatch = %d, %v, %+v; want 1 message of 4 bytes with MSG_TRUNC", n, err, in[0])
 	}
@@ -77,12 +78,12 @@ func TestAllocBatch(t *testing.T) {
 		in[i].Buffer = make([]byte, 128)
 	}
 	allocs := testing.AllocsPerRun(200, func() {
-		n, err := a.WriteBatch(nil, out, 0)
+		n, err := a.WriteBatch(context.Background(), out, 0)
 		if err != nil || n != len(out) {
 			t.Fatalf("WriteBatch = %d, %v", n, err)
 		}
 		for got := 0; got < n; {
-			m, err := b.ReadBatch(nil, in[got:], 0)
+			m, err := b.ReadBatch(context.Background(), in[got:], 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,12 +109,12 @@ func BenchmarkBatch16(b *testing.B) {
 	b.ReportAllocs()
 	b.SetBytes(64 * 16)
 	for b.Loop() {
-		n, err := x.WriteBatch(nil, out, 0)
+		n, err := x.WriteBatch(context.Background(), out, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
 		for got := 0; got < n; {
-			m, err := y.ReadBatch(nil, in[got:], 0)
+			m, err := y.ReadBatch(context.Background(), in[got:], 0)
 			if err != nil {
 				b.Fatal(err)
 			}

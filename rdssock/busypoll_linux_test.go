@@ -32,7 +32,7 @@ func TestBusyPollReceives(t *testing.T) {
 			}
 			ms := []Message{{Buffer: buf}}
 			time.AfterFunc(tc.delay, func() { a.WriteMsg([]byte("batch"), nil, noAddr) })
-			if got, err := b.ReadBatch(nil, ms, 0); err != nil || got != 1 || string(buf[:ms[0].N]) != "batch" {
+			if got, err := b.ReadBatch(context.Background(), ms, 0); err != nil || got != 1 || string(buf[:ms[0].N]) != "batch" {
 				t.Fatalf("ReadBatch = %d, %v, %q; want 1, nil, \"batch\"", got, err, buf[:ms[0].N])
 			}
 		})
@@ -122,11 +122,11 @@ func BenchmarkPingPong(b *testing.B) {
 			go func() {
 				buf := make([]byte, 64)
 				for {
-					n, _, _, _, err := y.ReadMsgContext(ctx, buf, nil)
+					n, _, _, _, err := y.ReadMsgContext(ctx, buf, nil, 0)
 					if err != nil {
 						return
 					}
-					if _, err := y.WriteMsgContext(ctx, buf[:n], nil, noAddr); err != nil {
+					if _, err := y.WriteMsgContext(ctx, buf[:n], nil, noAddr, 0); err != nil {
 						return
 					}
 				}
@@ -134,10 +134,10 @@ func BenchmarkPingPong(b *testing.B) {
 			msg, buf := make([]byte, 64), make([]byte, 64)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := x.WriteMsgContext(ctx, msg, nil, noAddr); err != nil {
+				if _, err := x.WriteMsgContext(ctx, msg, nil, noAddr, 0); err != nil {
 					b.Fatal(err)
 				}
-				if _, _, _, _, err := x.ReadMsgContext(ctx, buf, nil); err != nil {
+				if _, _, _, _, err := x.ReadMsgContext(ctx, buf, nil, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

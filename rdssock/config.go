@@ -1,6 +1,10 @@
 package rdssock
 
-import "time"
+import (
+	"time"
+
+	"github.com/go-rds/rds/cmsg"
+)
 
 // Config holds options applied between socket() and bind() (TOS just
 // after bind, since it needs a transport). A nil *Config means defaults.
@@ -57,15 +61,19 @@ type Config struct {
 	// as an SCM_TIMESTAMP control message.
 	Timestamps bool
 
-	// ZeroCopy (SO_ZEROCOPY) allows WriteMsgFlags with MSG_ZEROCOPY and an
+	// ZeroCopy (SO_ZEROCOPY) allows WriteMsgContext with MSG_ZEROCOPY and an
 	// RDS_CMSG_ZCOPY_COOKIE control message; RDS/TCP only.
 	ZeroCopy bool
 
-	// RxPathLatency lists receive-path points whose timestamps the kernel
-	// attaches as RDS_CMSG_RXPATH_LATENCY (SO_RDS_MSG_RXPATH_LATENCY).
-	// RDS/TCP and RDS/IB measure every point; the loopback transport only
-	// the last (point 0 reads 0 there, point 1 the raw clock since boot).
-	RxPathLatency []LatencyPoint
+	// RxPathLatency lists receive-path points, at most cmsg.MaxTracePoints,
+	// whose latencies the kernel attaches to each received message as an
+	// RDS_CMSG_RXPATH_LATENCY control message (SO_RDS_MSG_RXPATH_LATENCY;
+	// cmsg.Message.RxPathLatency decodes it). Point 2 runs from the message
+	// being queued on the socket until recvmsg writes the control data
+	// (net/rds/recv.c). RDS/TCP and RDS/IB measure every point; the
+	// loopback transport only point 2 (point 0 reads 0 there, point 1 the
+	// raw clock since boot).
+	RxPathLatency []cmsg.TracePoint
 
 	// TOS sets the type of service (SIOCRDSSETTOS) after bind. IB opens a
 	// separate connection per TOS; TCP accepts it but maps every value to
@@ -88,21 +96,3 @@ type Config struct {
 	// carry the index too.
 	NetNS int
 }
-
-// LatencyPoint names a point on the kernel's receive path
-// (enum rds_message_rxpath_latency).
-type LatencyPoint uint8
-
-// Receive path points.
-const (
-	// LatencyHeaderToDgramStart: from the header's arrival until
-	// reassembly starts.
-	LatencyHeaderToDgramStart LatencyPoint = 0
-	// LatencyDgramReassemble: from the start of reassembly until the
-	// datagram was queued on the socket.
-	LatencyDgramReassemble LatencyPoint = 1
-	// LatencyDgramDelivered: from being queued on the socket until recvmsg
-	// delivered it (net/rds/recv.c).
-	LatencyDgramDelivered LatencyPoint = 2
-	latencyPointCount                  = 3
-)

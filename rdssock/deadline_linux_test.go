@@ -31,7 +31,7 @@ func TestConcurrentContexts(t *testing.T) {
 	results := make(chan result, 8)
 	read := func(name string, ctx context.Context) {
 		buf := make([]byte, 16)
-		n, _, _, _, err := b.ReadMsgFlags(ctx, buf, nil, 0)
+		n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
 		results <- result{name, string(buf[:n]), err}
 	}
 	go read("canceled", canceled)
@@ -39,7 +39,7 @@ func TestConcurrentContexts(t *testing.T) {
 	for _, name := range []string{"long1", "long2"} {
 		go read(name, long)
 	}
-	go read("plain", nil)
+	go read("plain", context.Background())
 
 	time.Sleep(20 * time.Millisecond)
 	cancel()
@@ -90,13 +90,13 @@ func TestContextKeepsUserDeadline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if _, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ReadMsgContext: %v; want context.DeadlineExceeded", err)
 	}
 	long, cancelLong := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelLong()
 	start := time.Now()
-	_, _, _, _, err := b.ReadMsgContext(long, make([]byte, 8), nil)
+	_, _, _, _, err := b.ReadMsgContext(long, make([]byte, 8), nil, 0)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("ReadMsgContext past the socket's deadline: %v; want os.ErrDeadlineExceeded", err)
 	}
@@ -129,7 +129,7 @@ func TestContextStress(t *testing.T) {
 				default:
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
-				n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil)
+				n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
 				cancel()
 				if err != nil {
 					if !errors.Is(err, context.DeadlineExceeded) {
@@ -192,7 +192,7 @@ func TestContextDeadlineLeftBehind(t *testing.T) {
 		a.WriteMsg([]byte("second"), nil, noAddr)
 	}()
 	for _, want := range []string{"first", "second"} {
-		n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil)
+		n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
 		if err != nil || string(buf[:n]) != want {
 			t.Fatalf("read with context: %q, %v; want %q", buf[:n], err, want)
 		}
@@ -213,13 +213,13 @@ func TestContextDeadlineLeftBehind(t *testing.T) {
 		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, _, err := b.ReadMsgContext(long, buf, nil); err != nil {
+		if _, _, _, _, err := b.ReadMsgContext(long, buf, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
 	time.AfterFunc(20*time.Millisecond, cancelLong)
 	start := time.Now()
-	if _, _, _, _, err := b.ReadMsgContext(long, buf, nil); !errors.Is(err, context.Canceled) {
+	if _, _, _, _, err := b.ReadMsgContext(long, buf, nil, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("read with a canceled context: %v, want context.Canceled", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

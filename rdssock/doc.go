@@ -30,11 +30,12 @@
 // arrive as 0-byte messages that carry only control data. Truncation is
 // reported with ErrTruncated rather than dropped silently.
 //
-// Sends and receives go through the Go runtime poller, honour deadlines,
-// and have context variants. They issue sendmsg and recvmsg directly with
-// pooled message headers, so a call allocates nothing. Any number of
-// goroutines may send and receive on one Conn at once, each with its own
-// context. A send to a congested port fails with ErrCongested, or waits
+// Sends and receives go through the Go runtime poller and honour
+// deadlines; ReadMsgContext and WriteMsgContext also take a context and
+// recvmsg or sendmsg flags (MSG_PEEK, MSG_DONTWAIT, MSG_ZEROCOPY). They
+// issue sendmsg and recvmsg directly with pooled message headers, so a
+// call allocates nothing. Any number of goroutines may send and receive on
+// one Conn at once, each with its own context. A send to a congested port fails with ErrCongested, or waits
 // with Config.WaitCongested. Config.BusyPoll makes a receive retry
 // briefly before it waits, trading CPU time for latency.
 //
@@ -76,9 +77,11 @@
 //
 // # Options and information tables
 //
-// Every SOL_RDS option and ioctl has a method: SetRecvErr,
-// SetCongestionMonitor, CancelSentTo, SetRxPathLatency, SetTOS, TOS,
-// Transport, plus SO_SNDBUF, SO_RCVBUF, SO_TIMESTAMP and SO_ZEROCOPY. The
+// Config sets the options a socket keeps for its life (transport, buffer
+// sizes, RDS_RECVERR, RDS_CONG_MONITOR, SO_RDS_MSG_RXPATH_LATENCY,
+// SO_TIMESTAMP, SO_ZEROCOPY, the TOS) when Listen makes it; methods cover
+// what a program changes or reads later: SetRecvErr, SetBusyPoll,
+// CancelSentTo, SetTOS, TOS, Transport, SetReadBuffer, SetWriteBuffer. The
 // registration options (RDS_GET_MR, RDS_GET_MR_FOR_DEST, RDS_FREE_MR) are
 // package rdmaops' (Conn.GetMR, GetMRForDest, MR.Free): they take only
 // memory that package mapped. The kernel's information tables (what

@@ -146,6 +146,10 @@ func tooLargeDetail(n, sndbuf int) string {
 // required.
 var errInvalidAddr = errors.New("invalid address: want an IPv4 or IPv6 address and port, for example 10.0.0.1:4000")
 
+// errNilContext is returned by the methods that take a context when given
+// nil (net/http refuses a nil context too).
+var errNilContext = errors.New("nil context: pass context.Background() to wait without one")
+
 // zoneError reports an IPv6 zone that names no interface.
 type zoneError struct{ zone string }
 

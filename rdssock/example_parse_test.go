@@ -2,6 +2,7 @@ package rdssock_test
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/go-rds/rds/rdssock"
 )
@@ -10,16 +11,13 @@ import (
 // any host.
 
 // An RDS address is a literal IP and a port; IPv6 link-local addresses
-// carry a zone. RDS has no name resolution.
-func ExampleParseAddr() {
-	a, err := rdssock.ParseAddr("[fe80::1%eth0]:4000")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+// carry a zone. RDS has no name resolution: netip.ParseAddrPort refuses a
+// host name.
+func ExampleAddr() {
+	a := &rdssock.Addr{AddrPort: netip.MustParseAddrPort("[fe80::1%eth0]:4000")}
 	fmt.Println(a.Network(), a, a.AddrPort.Addr().Zone(), a.AddrPort.Port())
 
-	_, err = rdssock.ParseAddr("rds.example.com:4000")
+	_, err := netip.ParseAddrPort("rds.example.com:4000")
 	fmt.Println("host name accepted:", err == nil)
 	// Output:
 	// rds [fe80::1%eth0]:4000 eth0 4000
@@ -39,17 +37,4 @@ func ExampleTransport() {
 	// tcp        module rds_tcp  SO_RDS_TRANSPORT 2 true
 	// infiniband module rds_rdma SO_RDS_TRANSPORT 0 true
 	// loopback   module rds      SO_RDS_TRANSPORT 0 false
-}
-
-// Transport names as a flag or configuration file gives them.
-func ExampleParseTransport() {
-	for _, s := range []string{"ib", "tcp", "auto", "udp"} {
-		t, err := rdssock.ParseTransport(s)
-		fmt.Println(t, err)
-	}
-	// Output:
-	// infiniband <nil>
-	// tcp <nil>
-	// auto <nil>
-	// auto rds: unknown transport "udp" (want auto, ib or tcp)
 }

@@ -118,7 +118,7 @@ func ExampleConn_packetConn() {
 	}
 	var pc net.PacketConn = c
 	defer pc.Close()
-	to, _ := rdssock.ParseAddr("127.0.0.1:4000")
+	to := &rdssock.Addr{AddrPort: netip.MustParseAddrPort("127.0.0.1:4000")}
 	pc.WriteTo([]byte("to myself"), to)
 }
 

@@ -246,17 +246,16 @@ func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, 
 	return c.readMsg(nil, b, oob, 0)
 }
 
-// ReadMsgContext is ReadMsg that gives up when ctx is done. A context that
-// can never be canceled costs nothing extra; one that can be uses the
-// socket's read deadline while the call waits.
-func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
-	return c.readMsg(ctx, b, oob, 0)
-}
-
-// ReadMsgFlags is ReadMsgContext with recvmsg flags such as MSG_PEEK or
-// MSG_DONTWAIT (which returns an EAGAIN error instead of waiting). ctx may
-// be nil.
-func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+// ReadMsgContext is ReadMsg that gives up when ctx is done and passes
+// recvmsg flags such as MSG_PEEK or MSG_DONTWAIT (which returns an EAGAIN
+// error instead of waiting); 0 is a plain receive. A context that can
+// never be canceled (context.Background) costs nothing extra; one that can
+// be uses the socket's read deadline while the call waits. A nil ctx is
+// refused with an error.
+func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+	if ctx == nil {
+		return 0, 0, 0, netip.AddrPort{}, opError("read", c.LocalAddr(), nil, errNilContext)
+	}
 	return c.readMsg(ctx, b, oob, flags)
 }
 
@@ -304,14 +303,14 @@ func (c *Conn) WriteMsg(b, oob []byte, to netip.AddrPort) (int, error) {
 	return c.writeMsg(nil, b, oob, to, 0)
 }
 
-// WriteMsgContext is WriteMsg that gives up when ctx is done.
-func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort) (int, error) {
-	return c.writeMsg(ctx, b, oob, to, 0)
-}
-
-// WriteMsgFlags is WriteMsgContext with sendmsg flags such as MSG_ZEROCOPY
-// or MSG_DONTWAIT. ctx may be nil.
-func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+// WriteMsgContext is WriteMsg that gives up when ctx is done and passes
+// sendmsg flags such as MSG_ZEROCOPY or MSG_DONTWAIT (which returns an
+// EAGAIN error instead of waiting); 0 is a plain send. A nil ctx is
+// refused with an error.
+func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+	if ctx == nil {
+		return 0, opError("write", c.LocalAddr(), addrOrNil(to), errNilContext)
+	}
 	return c.writeMsg(ctx, b, oob, to, flags)
 }
 

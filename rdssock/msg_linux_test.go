@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -127,7 +129,7 @@ func TestReadMsgContextCancel(t *testing.T) {
 	a, b := pair(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(30*time.Millisecond, cancel)
-	_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil)
+	_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil, 0)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("ReadMsgContext after cancel: %v; want context.Canceled", err)
 	}
@@ -146,7 +148,7 @@ func TestReadMsgContextDeadline(t *testing.T) {
 	_, b := pair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
-	_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil)
+	_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil, 0)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ReadMsgContext past deadline: %v; want context.DeadlineExceeded", err)
 	}
@@ -154,9 +156,47 @@ func TestReadMsgContextDeadline(t *testing.T) {
 
 func TestReadMsgDontWait(t *testing.T) {
 	_, b := pair(t)
-	_, _, _, _, err := b.ReadMsgFlags(nil, make([]byte, 8), nil, unix.MSG_DONTWAIT)
+	_, _, _, _, err := b.ReadMsgContext(context.Background(), make([]byte, 8), nil, unix.MSG_DONTWAIT)
 	if !errors.Is(err, unix.EAGAIN) {
-		t.Fatalf("ReadMsgFlags(MSG_DONTWAIT) on an empty socket: %v; want EAGAIN", err)
+		t.Fatalf("ReadMsgContext(MSG_DONTWAIT) on an empty socket: %v; want EAGAIN", err)
+	}
+}
+
+// TestNilContextRefused: every method that takes a context refuses nil
+// with an error that names the fix, before touching the socket: a queued
+// message stays queued.
+func TestNilContextRefused(t *testing.T) {
+	a, b := pair(t)
+	if _, err := a.WriteMsg([]byte("queued"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	var nilCtx context.Context
+	buf := make([]byte, 16)
+	ms := []Message{{Buffer: buf}}
+	for name, call := range map[string]func() error{
+		"ReadMsgContext": func() error { _, _, _, _, err := b.ReadMsgContext(nilCtx, buf, nil, 0); return err },
+		"ReadBatch":      func() error { _, err := b.ReadBatch(nilCtx, ms, 0); return err },
+		"WriteMsgContext": func() error {
+			_, err := a.WriteMsgContext(nilCtx, []byte("x"), nil, noAddr, 0)
+			return err
+		},
+		"WriteBatch": func() error {
+			_, err := a.WriteBatch(nilCtx, []Message{{Buffer: []byte("x")}}, 0)
+			return err
+		},
+		"WarmUp": func() error { return WarmUp(nilCtx, netip.Addr{}, netip.Addr{}, nil) },
+	} {
+		err := call()
+		if !errors.Is(err, errNilContext) || !strings.Contains(err.Error(), "context.Background()") {
+			t.Errorf("%s(nil context) = %v; want the nil-context error", name, err)
+		}
+	}
+	n, _, _, _, err := b.ReadMsgContext(context.Background(), buf, nil, unix.MSG_DONTWAIT)
+	if err != nil || string(buf[:n]) != "queued" {
+		t.Fatalf("after the refused calls: %q, %v; want the one message queued before them", buf[:n], err)
+	}
+	if _, _, _, _, err := b.ReadMsgContext(context.Background(), buf, nil, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
+		t.Errorf("a refused write sent something: %v", err)
 	}
 }
 
@@ -224,10 +264,10 @@ func TestAllocReadWriteMsgCancelableContext(t *testing.T) {
 	payload := make([]byte, 256)
 	buf := make([]byte, 512)
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := a.WriteMsgContext(ctx, payload, nil, noAddr); err != nil {
+		if _, err := a.WriteMsgContext(ctx, payload, nil, noAddr, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil); err != nil {
+		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -237,7 +277,7 @@ func TestAllocReadWriteMsgCancelableContext(t *testing.T) {
 	// A read that must wait still ends with its context.
 	short, stop := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer stop()
-	if _, _, _, _, err := b.ReadMsgContext(short, buf, nil); !errors.Is(err, context.DeadlineExceeded) {
+	if _, _, _, _, err := b.ReadMsgContext(short, buf, nil, 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ReadMsgContext on an empty socket: %v, want context.DeadlineExceeded", err)
 	}
 }
@@ -258,10 +298,10 @@ func BenchmarkWriteReadMsgCancelableContext(b *testing.B) {
 	buf := make([]byte, 64)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := x.WriteMsgContext(ctx, payload, nil, noAddr); err != nil {
+		if _, err := x.WriteMsgContext(ctx, payload, nil, noAddr, 0); err != nil {
 			b.Fatal(err)
 		}
-		if _, _, _, _, err := y.ReadMsgContext(ctx, buf, nil); err != nil {
+		if _, _, _, _, err := y.ReadMsgContext(ctx, buf, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

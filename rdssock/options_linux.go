@@ -4,13 +4,15 @@ package rdssock
 
 import (
 	"fmt"
-	"github.com/go-rds/rds/internal/rdsabi"
 	"net"
 	"net/netip"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/internal/rdsabi"
 )
 
 // Shorter names for the SOL_RDS options (linux/rds.h).
@@ -51,7 +53,7 @@ func (c *Conn) applyConfig(cfg *Config) error {
 		}
 	}
 	if cfg.CongestionMonitor || cfg.WaitCongested {
-		if err := c.setCongestionMonitor(true); err != nil {
+		if err := c.setInt("RDS_CONG_MONITOR", solRDS, optCongMonitor, 1); err != nil {
 			return err
 		}
 		c.congNoticesWanted.Store(cfg.CongestionMonitor)
@@ -61,17 +63,17 @@ func (c *Conn) applyConfig(cfg *Config) error {
 		return err
 	}
 	if cfg.Timestamps {
-		if err := c.SetTimestamps(true); err != nil {
+		if err := c.setInt("SO_TIMESTAMP", unix.SOL_SOCKET, unix.SO_TIMESTAMP, 1); err != nil {
 			return err
 		}
 	}
 	if cfg.ZeroCopy {
-		if err := c.SetZeroCopy(true); err != nil {
+		if err := c.setInt("SO_ZEROCOPY", unix.SOL_SOCKET, unix.SO_ZEROCOPY, 1); err != nil {
 			return err
 		}
 	}
 	if len(cfg.RxPathLatency) > 0 {
-		if err := c.SetRxPathLatency(cfg.RxPathLatency...); err != nil {
+		if err := c.setRxPathLatency(cfg.RxPathLatency); err != nil {
 			return err
 		}
 	}
@@ -124,12 +126,6 @@ func (c *Conn) SetRecvErr(on bool) error {
 	return c.setInt("RDS_RECVERR", solRDS, optRecvErr, boolInt(on))
 }
 
-// RecvErr reports whether RDS_RECVERR is on.
-func (c *Conn) RecvErr() (bool, error) {
-	v, err := c.getInt("RDS_RECVERR", solRDS, optRecvErr)
-	return v != 0, err
-}
-
 // SetBusyPoll sets how long a receive that finds no message keeps trying
 // before it waits in the poller (see Config.BusyPoll); zero turns busy
 // polling off. It affects receives that start after it returns.
@@ -141,44 +137,11 @@ func (c *Conn) SetBusyPoll(d time.Duration) error {
 	return nil
 }
 
-// SetCongestionMonitor switches explicit congestion monitoring
-// (RDS_CONG_MONITOR); see Config.CongestionMonitor. Switching it on makes
-// reads return the RDS_CMSG_CONG_UPDATE notices, also on a socket with
-// Config.WaitCongested. Switching it off clears the monitor mask and any
-// pending notification, and ends Config.WaitCongested (sends then fail
-// with ErrCongested again), since without the monitor nothing would wake a
-// waiting send.
-func (c *Conn) SetCongestionMonitor(on bool) error {
-	if !on {
-		c.waitCongested.Store(false)
-	}
-	if err := c.setCongestionMonitor(on); err != nil {
-		return err
-	}
-	c.congNoticesWanted.Store(on)
-	return nil
-}
-
-func (c *Conn) setCongestionMonitor(on bool) error {
-	return c.setInt("RDS_CONG_MONITOR", solRDS, optCongMonitor, boolInt(on))
-}
-
 // ownsCongNotices reports whether the socket's congestion notices are the
 // library's own business: the monitor is on only to wake sends waiting
 // with Config.WaitCongested, so reads skip the notices.
 func (c *Conn) ownsCongNotices() bool {
 	return c.waitCongested.Load() && !c.congNoticesWanted.Load()
-}
-
-// SetTimestamps switches SO_TIMESTAMP: an SCM_TIMESTAMP control message
-// with the receive time on each message.
-func (c *Conn) SetTimestamps(on bool) error {
-	return c.setInt("SO_TIMESTAMP", unix.SOL_SOCKET, unix.SO_TIMESTAMP, boolInt(on))
-}
-
-// SetZeroCopy switches SO_ZEROCOPY, needed for MSG_ZEROCOPY sends.
-func (c *Conn) SetZeroCopy(on bool) error {
-	return c.setInt("SO_ZEROCOPY", unix.SOL_SOCKET, unix.SO_ZEROCOPY, boolInt(on))
 }
 
 // SetReadBuffer sets SO_RCVBUF.
@@ -202,16 +165,15 @@ func (c *Conn) WriteBuffer() (int, error) {
 	return c.getInt("SO_SNDBUF", unix.SOL_SOCKET, unix.SO_SNDBUF)
 }
 
-// SetRxPathLatency selects up to three receive-path points whose latencies
-// the kernel reports in an RDS_CMSG_RXPATH_LATENCY control message on each
-// received message. No points switches the report off.
-func (c *Conn) SetRxPathLatency(points ...LatencyPoint) error {
-	if len(points) > latencyPointCount {
-		return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("at most %d receive path points, got %d", latencyPointCount, len(points)))
+// setRxPathLatency selects the receive-path points whose latencies the
+// kernel reports on each received message (Config.RxPathLatency).
+func (c *Conn) setRxPathLatency(points []cmsg.TracePoint) error {
+	if len(points) > cmsg.MaxTracePoints {
+		return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("at most %d receive path points, got %d", cmsg.MaxTracePoints, len(points)))
 	}
 	so := rdsabi.RxTraceOption{RxTraces: uint8(len(points))}
 	for i, p := range points {
-		if p >= latencyPointCount {
+		if p >= cmsg.MaxTracePoints {
 			return opError("setsockopt", c.LocalAddr(), nil, fmt.Errorf("unknown receive path point %d", p))
 		}
 		so.RxTracePos[i] = uint8(p)

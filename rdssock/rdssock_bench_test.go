@@ -3,6 +3,7 @@
 package rdssock
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 
@@ -64,14 +65,14 @@ func BenchmarkBatch32Control(b *testing.B) {
 	b.SetBytes(64 * n)
 	for b.Loop() {
 		for sent := 0; sent < n; {
-			k, err := x.WriteBatch(nil, out[sent:], 0)
+			k, err := x.WriteBatch(context.Background(), out[sent:], 0)
 			if err != nil {
 				b.Fatal(err)
 			}
 			sent += k
 		}
 		for got := 0; got < n; {
-			k, err := y.ReadBatch(nil, in[got:], 0)
+			k, err := y.ReadBatch(context.Background(), in[got:], 0)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -66,12 +66,7 @@ func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, 
 }
 
 // ReadMsgContext fails: RDS needs Linux.
-func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte) (n, oobn, flags int, from netip.AddrPort, err error) {
-	return 0, 0, 0, netip.AddrPort{}, notLinux()
-}
-
-// ReadMsgFlags fails: RDS needs Linux.
-func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
+func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	return 0, 0, 0, netip.AddrPort{}, notLinux()
 }
 
@@ -79,12 +74,7 @@ func (c *Conn) ReadMsgFlags(ctx context.Context, b, oob []byte, flags int) (n, o
 func (c *Conn) WriteMsg(b, oob []byte, to netip.AddrPort) (int, error) { return 0, notLinux() }
 
 // WriteMsgContext fails: RDS needs Linux.
-func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort) (int, error) {
-	return 0, notLinux()
-}
-
-// WriteMsgFlags fails: RDS needs Linux.
-func (c *Conn) WriteMsgFlags(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
+func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
 	return 0, notLinux()
 }
 
@@ -103,20 +93,8 @@ func (c *Conn) Transport() (Transport, error) { return TransportNone, notLinux()
 // SetRecvErr fails: RDS needs Linux.
 func (c *Conn) SetRecvErr(on bool) error { return notLinux() }
 
-// RecvErr fails: RDS needs Linux.
-func (c *Conn) RecvErr() (bool, error) { return false, notLinux() }
-
 // SetBusyPoll fails: RDS needs Linux.
 func (c *Conn) SetBusyPoll(d time.Duration) error { return notLinux() }
-
-// SetCongestionMonitor fails: RDS needs Linux.
-func (c *Conn) SetCongestionMonitor(on bool) error { return notLinux() }
-
-// SetTimestamps fails: RDS needs Linux.
-func (c *Conn) SetTimestamps(on bool) error { return notLinux() }
-
-// SetZeroCopy fails: RDS needs Linux.
-func (c *Conn) SetZeroCopy(on bool) error { return notLinux() }
 
 // SetReadBuffer fails: RDS needs Linux.
 func (c *Conn) SetReadBuffer(bytes int) error { return notLinux() }
@@ -129,9 +107,6 @@ func (c *Conn) ReadBuffer() (int, error) { return 0, notLinux() }
 
 // WriteBuffer fails: RDS needs Linux.
 func (c *Conn) WriteBuffer() (int, error) { return 0, notLinux() }
-
-// SetRxPathLatency fails: RDS needs Linux.
-func (c *Conn) SetRxPathLatency(points ...LatencyPoint) error { return notLinux() }
 
 // CancelSentTo fails: RDS needs Linux.
 func (c *Conn) CancelSentTo(dst netip.AddrPort) error { return notLinux() }

@@ -113,21 +113,3 @@ func transportFromKernel(v int32) Transport {
 	}
 	return unknownTransportBase + Transport(v)
 }
-
-// ParseTransport parses a transport name as accepted by String, plus the
-// short forms "ib" and "loop". It is meant for flags and configuration.
-func ParseTransport(s string) (Transport, error) {
-	switch s {
-	case "", "auto":
-		return TransportAuto, nil
-	case "ib", "infiniband", "rdma", "roce":
-		return TransportIB, nil
-	case "tcp":
-		return TransportTCP, nil
-	case "loop", "loopback":
-		return TransportLoop, nil
-	case "iwarp":
-		return TransportIWARP, nil
-	}
-	return TransportAuto, fmt.Errorf("rds: unknown transport %q (want auto, ib or tcp)", s)
-}

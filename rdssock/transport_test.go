@@ -39,15 +39,3 @@ func TestTransportKernelValues(t *testing.T) {
 		}
 	}
 }
-
-func TestParseTransport(t *testing.T) {
-	for in, want := range map[string]Transport{"": TransportAuto, "auto": TransportAuto, "ib": TransportIB, "infiniband": TransportIB, "tcp": TransportTCP, "loop": TransportLoop} {
-		got, err := ParseTransport(in)
-		if err != nil || got != want {
-			t.Errorf("ParseTransport(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	if _, err := ParseTransport("udp"); err == nil {
-		t.Error("ParseTransport(udp) succeeded")
-	}
-}

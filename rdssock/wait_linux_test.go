@@ -64,11 +64,11 @@ func TestCloseUnblocksReadsWithAndWithoutContext(t *testing.T) {
 	errc := make(chan error, 4)
 	for i := range 4 {
 		go func() {
-			var c context.Context
+			c := context.Background()
 			if i%2 == 1 {
 				c = ctx
 			}
-			_, _, _, _, err := b.ReadMsgFlags(c, make([]byte, 8), nil, 0)
+			_, _, _, _, err := b.ReadMsgContext(c, make([]byte, 8), nil, 0)
 			errc <- err
 		}()
 	}
@@ -118,12 +118,12 @@ func TestAllocWaitingRead(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	req, resp := make([]byte, 64), make([]byte, 64)
-	for _, c := range []context.Context{nil, ctx} {
+	for _, c := range []context.Context{context.Background(), ctx} {
 		allocs := testing.AllocsPerRun(200, func() {
 			if _, err := a.WriteMsg(req, nil, noAddr); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, _, _, err := a.ReadMsgFlags(c, resp, nil, 0); err != nil {
+			if _, _, _, _, err := a.ReadMsgContext(c, resp, nil, 0); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -89,6 +89,9 @@ const (
 // new RDS/TCP connection are being set up (see the BUG notes), unless both
 // hosts set up the same connection at the same moment.
 func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error {
+	if ctx == nil {
+		return fmt.Errorf("rdssock: warm-up %v -> %v: %w", local, peer, errNilContext)
+	}
 	answered, err := bringUp(ctx, local, peer, cfg, 0)
 	switch {
 	case err == nil:
@@ -168,7 +171,7 @@ func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 	var buf [64]byte
 	interval := pingInterval
 	for {
-		if _, err := s.WriteMsgContext(ctx, nil, nil, target); err != nil && !errors.Is(err, ErrCongested) && !errors.Is(err, unix.EAGAIN) {
+		if _, err := s.WriteMsgContext(ctx, nil, nil, target, 0); err != nil && !errors.Is(err, ErrCongested) && !errors.Is(err, unix.EAGAIN) {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -177,7 +180,7 @@ func pingUntilAnswered(ctx context.Context, s *Conn, peer netip.Addr) error {
 		rctx, cancel := context.WithTimeout(ctx, interval)
 		interval = min(2*interval, maxPingInterval)
 		for {
-			n, _, _, from, err := s.ReadMsgContext(rctx, buf[:], nil)
+			n, _, _, from, err := s.ReadMsgContext(rctx, buf[:], nil, 0)
 			if err != nil {
 				break
 			}

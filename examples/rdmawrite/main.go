@@ -212,7 +212,7 @@ func passive(ctx context.Context, open func() (*rdmaops.Conn, error), cfg *confi
 	var epoch, next, dup, gap, verified, bad, resets uint64
 	var ack [64]byte
 	send := func(ctx context.Context, b []byte) error {
-		_, err := c.Socket().WriteMsgContext(ctx, b, nil, cfg.peer)
+		_, err := c.Socket().WriteMsgContext(ctx, b, nil, cfg.peer, 0)
 		return err
 	}
 	for {
@@ -321,7 +321,7 @@ func lingerBye(ctx context.Context, c *rdmaops.Conn, cfg *config, buf []byte) {
 			return
 		}
 		if m.From == cfg.peer && m.N > 5 && string(buf[:5]) == "done " {
-			c.Socket().WriteMsgContext(ctx, []byte("bye"), nil, cfg.peer)
+			c.Socket().WriteMsgContext(ctx, []byte("bye"), nil, cfg.peer, 0)
 		}
 	}
 }
@@ -503,7 +503,7 @@ func hello(ctx context.Context, c *rdmaops.Conn, cfg *config, peer *peerState) e
 	peer.epoch = max(peer.epoch, 1)
 	buf := make([]byte, 64)
 	for {
-		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "hello %d", peer.epoch), nil, cfg.peer); err != nil && !errors.Is(err, rdssock.ErrCongested) {
+		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "hello %d", peer.epoch), nil, cfg.peer, 0); err != nil && !errors.Is(err, rdssock.ErrCongested) {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, quiet/3)
@@ -539,7 +539,7 @@ func hello(ctx context.Context, c *rdmaops.Conn, cfg *config, peer *peerState) e
 func goodbye(ctx context.Context, c *rdmaops.Conn, cfg *config) error {
 	buf := make([]byte, 64)
 	for {
-		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer); err != nil {
+		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer, 0); err != nil {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, quiet)

@@ -381,7 +381,7 @@ func TestIntegrationWaitKeepsMessages(t *testing.T) {
 	op := &rdmaops.Op{Write: true, Remote: cookie, Local: []rdmaops.Span{region.Span(0, 4096)}}
 	const n = 10 // fewer than rdmaops.Backlog
 	for i := range n {
-		if _, err := pc.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "msg %d", i), nil, ac.Socket().LocalAddrPort()); err != nil {
+		if _, err := pc.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "msg %d", i), nil, ac.Socket().LocalAddrPort(), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -431,7 +431,7 @@ func TestIntegrationWaitBesideReadMsg(t *testing.T) {
 	}()
 	go func() {
 		for i := range n {
-			if _, err := pc.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "msg %d", i), nil, ac.Socket().LocalAddrPort()); err != nil {
+			if _, err := pc.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "msg %d", i), nil, ac.Socket().LocalAddrPort(), 0); err != nil {
 				return
 			}
 		}

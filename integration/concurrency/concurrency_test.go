@@ -127,7 +127,7 @@ func TestSharedSockets(t *testing.T) {
 						for seq := range perSender {
 							m := buf[:header+r.IntN(len(buf)-header)]
 							fill(m, uint32(s), uint32(seq), r)
-							if _, err := f.from.WriteMsgContext(ctx, m, nil, f.to.LocalAddrPort()); err != nil {
+							if _, err := f.from.WriteMsgContext(ctx, m, nil, f.to.LocalAddrPort(), 0); err != nil {
 								report(fmt.Errorf("sender %d seq %d: %w", s, seq, err))
 								return
 							}
@@ -144,7 +144,7 @@ func TestSharedSockets(t *testing.T) {
 						}
 						buf := make([]byte, 2048)
 						for f.got.Load() < senders*perSender {
-							n, _, rflags, from, err := f.to.ReadMsgContext(f.ctx, buf, nil)
+							n, _, rflags, from, err := f.to.ReadMsgContext(f.ctx, buf, nil, 0)
 							if err != nil {
 								if f.got.Load() < senders*perSender {
 									report(fmt.Errorf("receive on %v after %d messages (%d bytes from %v, flags %#x): %w", f.to.LocalAddrPort(), f.got.Load(), n, from, rflags, err))
@@ -292,7 +292,7 @@ func TestCloseWhileBusy(t *testing.T) {
 			calls := []call{
 				{"ReadMsg", func() error { _, _, _, _, err := rd.ReadMsg(make([]byte, 64), nil); return err }},
 				{"ReadMsgContext", func() error {
-					_, _, _, _, err := rd.ReadMsgContext(context.Background(), make([]byte, 64), nil)
+					_, _, _, _, err := rd.ReadMsgContext(context.Background(), make([]byte, 64), nil, 0)
 					return err
 				}},
 				{"ReadBatch", func() error {

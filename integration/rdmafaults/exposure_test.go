@@ -208,7 +208,7 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	p := newPair(t, ctx)
 	mr, stale := p.register(t, ctx, creg.Span(0, ps), cmsg.FlagReadWrite|cmsg.FlagInvalidate)
 	mr.Free()
-	p.server.sock.WriteMsgContext(ctx, []byte("ack"), nil, p.client.addr())
+	p.server.sock.WriteMsgContext(ctx, []byte("ack"), nil, p.client.addr(), 0)
 	p.client.recv(t, "ack", 10*time.Second)
 	time.Sleep(time.Second)
 	fillByte(sreg.Bytes(), 'X')
@@ -236,7 +236,7 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	ping := func(limit time.Duration) time.Duration {
 		start := time.Now()
 		for n := 0; time.Since(start) < limit; n++ {
-			p.client.sock.WriteMsgContext(ctx, []byte(fmt.Sprintf("ping %d", n)), nil, p.server.addr())
+			p.client.sock.WriteMsgContext(ctx, []byte(fmt.Sprintf("ping %d", n)), nil, p.server.addr(), 0)
 			if m, ok := p.server.tryRecv(500 * time.Millisecond); ok && strings.HasPrefix(string(m.data), "ping") {
 				return time.Since(start)
 			}

@@ -295,7 +295,7 @@ func tryPair(t *testing.T, ctx context.Context, tos uint8, scfg *barrier.Config,
 	for _, d := range [][2]*end{{p.client, p.server}, {p.server, p.client}} {
 		got := false
 		for try := 0; try < 8 && !got; try++ {
-			if _, err := d[0].sock.WriteMsgContext(ctx, []byte("hello"), nil, d[1].addr()); err != nil {
+			if _, err := d[0].sock.WriteMsgContext(ctx, []byte("hello"), nil, d[1].addr(), 0); err != nil {
 				return nil, fmt.Errorf("TOS %d hello: %v", tos, err)
 			}
 			for {

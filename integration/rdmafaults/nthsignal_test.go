@@ -395,7 +395,7 @@ func TestNthSignalBogusCookie(t *testing.T) {
 	wctx, wcancel := context.WithTimeout(ctx, 40*time.Second)
 	for r.tr.HighWater() < b && wctx.Err() == nil {
 		pctx, pcancel := context.WithTimeout(wctx, time.Second)
-		r.p.server.sock.WriteMsgContext(pctx, []byte("ping"), nil, r.p.client.addr())
+		r.p.server.sock.WriteMsgContext(pctx, []byte("ping"), nil, r.p.client.addr(), 0)
 		if r.p.server.c.WaitAll(pctx, b) != nil {
 			<-pctx.Done()
 		}

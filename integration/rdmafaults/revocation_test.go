@@ -231,7 +231,7 @@ func TestPoolQuarantine(t *testing.T) {
 		old := b.Cookie()
 		fillByte(b.Bytes(), 0xB0)
 		// The request carrying the cookie goes out; its answer "times out".
-		if _, err := p.client.sock.WriteMsgContext(ctx, []byte(fmt.Sprintf("write into %x", uint64(old))), nil, p.server.addr()); err != nil {
+		if _, err := p.client.sock.WriteMsgContext(ctx, []byte(fmt.Sprintf("write into %x", uint64(old))), nil, p.server.addr(), 0); err != nil {
 			t.Fatal(err)
 		}
 		req := p.server.recv(t, "request", 10*time.Second)
@@ -285,7 +285,7 @@ func TestPoolQuarantine(t *testing.T) {
 			continue
 		}
 		// The server confirms it is done with the old cookie.
-		if _, err := p.server.sock.WriteMsgContext(ctx, []byte("done"), nil, p.client.addr()); err != nil {
+		if _, err := p.server.sock.WriteMsgContext(ctx, []byte("done"), nil, p.client.addr(), 0); err != nil {
 			t.Fatal(err)
 		}
 		for {

@@ -3,6 +3,7 @@
 package reliability
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -632,7 +633,7 @@ func TestReceiverReopen(t *testing.T) {
 	for _, s := range f.senders {
 		buf, oob := make([]byte, 64), make([]byte, 256)
 		for {
-			_, oobn, _, _, err := s.c.ReadMsgFlags(nil, buf, oob, unix.MSG_DONTWAIT)
+			_, oobn, _, _, err := s.c.ReadMsgContext(context.Background(), buf, oob, unix.MSG_DONTWAIT)
 			if err != nil {
 				if !errors.Is(err, unix.EAGAIN) {
 					t.Errorf("sender %d: reading notices: %v", s.id, err)

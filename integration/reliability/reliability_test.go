@@ -357,7 +357,7 @@ func (s *sender) probe() error {
 		return fmt.Errorf("probe socket: %w", err)
 	}
 	defer c.Close()
-	_, perr := c.WriteMsgFlags(nil, nil, nil, s.to, unix.MSG_DONTWAIT)
+	_, perr := c.WriteMsgContext(context.Background(), nil, nil, s.to, unix.MSG_DONTWAIT)
 	q2, err := queuedAt(s.to)
 	if err != nil {
 		return err

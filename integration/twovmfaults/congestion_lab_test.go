@@ -134,7 +134,7 @@ func probeCongested(from netip.Addr, dst netip.AddrPort, cfg *rdssock.Config) st
 		return "probe socket: " + err.Error()
 	}
 	defer p.Close()
-	_, err = p.WriteMsgFlags(nil, []byte("probe"), nil, dst, unix.MSG_DONTWAIT)
+	_, err = p.WriteMsgContext(context.Background(), []byte("probe"), nil, dst, unix.MSG_DONTWAIT)
 	switch {
 	case errors.Is(err, rdssock.ErrCongested):
 		return "congested"

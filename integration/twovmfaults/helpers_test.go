@@ -116,7 +116,7 @@ func (e *end) askKey(ctx context.Context, peer netip.AddrPort, dead map[cmsg.Coo
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		sctx, scancel := context.WithTimeout(ctx, time.Second)
-		e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer)
+		e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer, 0)
 		scancel()
 		select {
 		case m := <-e.msgs:

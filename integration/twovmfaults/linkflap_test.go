@@ -64,7 +64,7 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	key := func(limit time.Duration) (cmsg.Cookie, bool) {
 		deadline := time.Now().Add(limit)
 		for time.Now().Before(deadline) {
-			e.sock.WriteMsgContext(ctx, []byte("key?"), nil, peer)
+			e.sock.WriteMsgContext(ctx, []byte("key?"), nil, peer, 0)
 			select {
 			case m := <-e.msgs:
 				if m.hasDest && !dead[m.dest] {
@@ -76,7 +76,7 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		return 0, false
 	}
 	start := time.Now()
-	e.sock.WriteMsgContext(ctx, []byte("hello"), nil, peer)
+	e.sock.WriteMsgContext(ctx, []byte("hello"), nil, peer, 0)
 	ck, ok := key(90 * time.Second)
 	if !ok {
 		t.Fatal("no key from the peer VM within 90 s")
@@ -235,7 +235,7 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		if st == barrier.RemoteError {
 			dead[ck] = true
 			rctx, rcancel := context.WithTimeout(ctx, time.Second)
-			e.sock.WriteMsgContext(rctx, []byte("rekey"), nil, peer)
+			e.sock.WriteMsgContext(rctx, []byte("rekey"), nil, peer, 0)
 			rcancel()
 		}
 	}
@@ -250,7 +250,7 @@ func initiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	// Tell the peer to finish.
 	for range 3 {
 		bctx, bcancel := context.WithTimeout(ctx, time.Second)
-		e.sock.WriteMsgContext(bctx, []byte("bye"), nil, peer)
+		e.sock.WriteMsgContext(bctx, []byte("bye"), nil, peer, 0)
 		bcancel()
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -139,7 +139,7 @@ func nthInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	dead := map[cmsg.Cookie]bool{}
 	key := func(limit time.Duration) (cmsg.Cookie, bool) { return e.askKey(ctx, peer, dead, limit) }
 	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
-	e.sock.WriteMsgContext(hctx, []byte("hello"), nil, peer)
+	e.sock.WriteMsgContext(hctx, []byte("hello"), nil, peer, 0)
 	hcancel()
 	ck, ok := key(60 * time.Second)
 	if !ok {
@@ -265,7 +265,7 @@ func nthInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	wctx, wcancel := context.WithTimeout(ctx, rxeOpDeadline+30*time.Second)
 	for tr.HighWater() < last && wctx.Err() == nil {
 		sctx, scancel := context.WithTimeout(wctx, time.Second)
-		e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer)
+		e.sock.WriteMsgContext(sctx, []byte("key?"), nil, peer, 0)
 		if e.c.WaitAll(sctx, last) != nil {
 			<-sctx.Done()
 		}
@@ -304,7 +304,7 @@ func nthInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 		if readBack == barrier.RemoteError {
 			dead[ck] = true
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			e.sock.WriteMsgContext(sctx, []byte("rekey"), nil, peer)
+			e.sock.WriteMsgContext(sctx, []byte("rekey"), nil, peer, 0)
 			scancel()
 		}
 	}
@@ -321,7 +321,7 @@ func nthInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 
 	for range 3 {
 		bctx, bcancel := context.WithTimeout(ctx, time.Second)
-		e.sock.WriteMsgContext(bctx, []byte("bye"), nil, peer)
+		e.sock.WriteMsgContext(bctx, []byte("bye"), nil, peer, 0)
 		bcancel()
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -81,7 +81,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	key := func(limit time.Duration) (cmsg.Cookie, bool) { return e.askKey(ctx, peer, dead, limit) }
 	start := time.Now()
 	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second)
-	e.sock.WriteMsgContext(hctx, []byte("hello"), nil, peer)
+	e.sock.WriteMsgContext(hctx, []byte("hello"), nil, peer, 0)
 	hcancel()
 	ck, ok := key(60 * time.Second)
 	if !ok {
@@ -282,7 +282,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 			// The owner's key is dead: ask for a new registration.
 			dead[ck] = true
 			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			e.sock.WriteMsgContext(sctx, []byte("rekey"), nil, peer)
+			e.sock.WriteMsgContext(sctx, []byte("rekey"), nil, peer, 0)
 			scancel()
 			rekeys++
 		}
@@ -305,7 +305,7 @@ func rxeInitiator(t *testing.T, ctx context.Context, peer netip.AddrPort) {
 	// Tell the peer to finish, then close with a bound.
 	for range 3 {
 		bctx, bcancel := context.WithTimeout(ctx, time.Second)
-		e.sock.WriteMsgContext(bctx, []byte("bye"), nil, peer)
+		e.sock.WriteMsgContext(bctx, []byte("bye"), nil, peer, 0)
 		bcancel()
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -74,7 +74,7 @@ func newControl(t *testing.T) *control {
 }
 
 func (c *control) send(ctx context.Context, s string) {
-	c.sock.WriteMsgContext(ctx, []byte(s), nil, c.to)
+	c.sock.WriteMsgContext(ctx, []byte(s), nil, c.to, 0)
 }
 
 // await repeats say (if not empty) every 500 ms until a message with the

@@ -284,7 +284,7 @@ func (cl *Client) settle(id uint32, b *rdmaops.Buffer, r msg, err error, sent bo
 
 func (cl *Client) send(ctx context.Context, m *msg) error {
 	var b [headerLen]byte
-	_, err := cl.sock.WriteMsgContext(ctx, m.encode(b[:]), nil, cl.server)
+	_, err := cl.sock.WriteMsgContext(ctx, m.encode(b[:]), nil, cl.server, 0)
 	return err
 }
 

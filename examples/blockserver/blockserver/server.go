@@ -208,7 +208,7 @@ func NewServer(sock *rdssock.Conn, f *os.File, cfg *ServerConfig) (*Server, erro
 		if !wait {
 			flags = unix.MSG_DONTWAIT
 		}
-		_, err := sock.WriteMsgFlags(ctx, b, nil, to, flags)
+		_, err := sock.WriteMsgContext(ctx, b, nil, to, flags)
 		return err
 	}
 	return s, nil
@@ -287,7 +287,7 @@ func (s *Server) Serve(ctx context.Context) (clientSum [32]byte, err error) {
 	defer stop()
 	buf, oob := make([]byte, 4096), make([]byte, 32*cmsg.RDMAStatusSpace)
 	for {
-		n, oobn, _, from, rerr := s.sock.ReadMsgContext(ctx, buf, oob)
+		n, oobn, _, from, rerr := s.sock.ReadMsgContext(ctx, buf, oob, 0)
 		truncated := false
 		if rerr != nil {
 			if !errors.Is(rerr, rdssock.ErrTruncated) {

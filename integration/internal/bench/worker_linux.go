@@ -312,7 +312,7 @@ func goRecv(o *Options, out io.Writer) error {
 				}
 			}
 		} else {
-			got, err = c.ReadBatch(nil, ms, 0)
+			got, err = c.ReadBatch(context.Background(), ms, 0)
 			if err != nil {
 				return err
 			}
@@ -428,7 +428,7 @@ func goSend(o *Options, out io.Writer) error {
 			}
 		default:
 			var n int
-			n, err = c.WriteBatch(nil, ms[next:], 0)
+			n, err = c.WriteBatch(context.Background(), ms[next:], 0)
 			sent += uint64(n)
 			if next += n; next == len(ms) {
 				next = 0

@@ -101,14 +101,25 @@ func (s *sockFlags) check() (rdssock.Transport, error) {
 	if s.busyPoll < 0 {
 		return t, usagef("-busy-poll must not be negative (0 waits at once)")
 	}
-	if s.transport != "" && s.transport != "auto" {
-		var err error
-		t, err = rdssock.ParseTransport(s.transport)
-		if err != nil || (t != rdssock.TransportTCP && t != rdssock.TransportIB) {
-			return t, usagef("bad -transport %q: want auto, tcp or ib", s.transport)
-		}
+	t, ok := parseTransport(s.transport)
+	if !ok {
+		return t, usagef("bad -transport %q: want auto, tcp or ib", s.transport)
 	}
 	return t, nil
+}
+
+// parseTransport maps a -transport value to the transport to request:
+// auto (or empty), tcp, or ib and its other names.
+func parseTransport(s string) (rdssock.Transport, bool) {
+	switch s {
+	case "", "auto":
+		return rdssock.TransportAuto, true
+	case "tcp":
+		return rdssock.TransportTCP, true
+	case "ib", "infiniband", "rdma", "roce":
+		return rdssock.TransportIB, true
+	}
+	return rdssock.TransportAuto, false
 }
 
 // config builds a rdssock.Config. The returned namespace (nil for the

@@ -9,6 +9,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/go-rds/rds/rdssock"
 )
 
 func TestParseSize(t *testing.T) {
@@ -95,5 +97,20 @@ func TestSockFlagsCheckedBeforeRoute(t *testing.T) {
 	}
 	if _, err := (&sockFlags{transport: "ib"}).sourceFor(netip.MustParseAddr("127.0.0.1")); err != nil {
 		t.Errorf("sourceFor with good flags: %v", err)
+	}
+}
+
+func TestParseTransport(t *testing.T) {
+	for in, want := range map[string]rdssock.Transport{"": rdssock.TransportAuto, "auto": rdssock.TransportAuto, "tcp": rdssock.TransportTCP, "ib": rdssock.TransportIB, "infiniband": rdssock.TransportIB, "roce": rdssock.TransportIB} {
+		if got, ok := parseTransport(in); !ok || got != want {
+			t.Errorf("parseTransport(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	// loopback is chosen by address and iWARP is not supported: neither
+	// can be asked for.
+	for _, in := range []string{"loop", "iwarp", "udp", "TCP"} {
+		if _, ok := parseTransport(in); ok {
+			t.Errorf("parseTransport(%q) accepted", in)
+		}
 	}
 }

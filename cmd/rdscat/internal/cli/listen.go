@@ -193,7 +193,7 @@ func readWithin(e *env, c *rdssock.Conn, buf []byte, d time.Duration) (int, neti
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	n, _, _, from, err := c.ReadMsgContext(ctx, buf, nil)
+	n, _, _, from, err := c.ReadMsgContext(ctx, buf, nil, 0)
 	return n, from, err
 }
 
@@ -218,7 +218,7 @@ func sendRetry(e *env, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.D
 // ctx ends): rdscat's sockets use Config.WaitCongested, so the kernel's
 // congestion update wakes the send, as it wakes a blocking C socket.
 func sendWait(ctx context.Context, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration, congested *atomic.Uint64) error {
-	_, err := c.WriteMsgFlags(ctx, b, nil, to, unix.MSG_DONTWAIT)
+	_, err := c.WriteMsgContext(ctx, b, nil, to, unix.MSG_DONTWAIT)
 	if err == nil {
 		return nil
 	}
@@ -238,7 +238,7 @@ func sendWait(ctx context.Context, c *rdssock.Conn, b []byte, to netip.AddrPort,
 		defer cancel()
 	}
 	for backoff := 100 * time.Microsecond; ; {
-		_, err = c.WriteMsgContext(wctx, b, nil, to)
+		_, err = c.WriteMsgContext(wctx, b, nil, to, 0)
 		switch {
 		case err == nil:
 			return nil

@@ -128,7 +128,7 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) er
 	buf := make([]byte, maxMessage+1)
 	ack := make([]byte, maxMessage)
 	for {
-		n, _, _, from, err := r.c.ReadMsgContext(ctx, buf, nil)
+		n, _, _, from, err := r.c.ReadMsgContext(ctx, buf, nil, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

@@ -280,7 +280,7 @@ func (s *sender) readAnswers(ctx context.Context, t *senderTask, ms []rdssock.Me
 // answer is counted and its round trip recorded.
 func (s *sender) readTask(ctx context.Context, t *senderTask, buf []byte, want uint8) (stressHdr, error) {
 	for {
-		n, _, _, from, err := t.c.ReadMsgContext(ctx, buf, nil)
+		n, _, _, from, err := t.c.ReadMsgContext(ctx, buf, nil, 0)
 		if err != nil {
 			if errors.Is(err, rdssock.ErrTruncated) {
 				continue // not an answer of ours: those fit
