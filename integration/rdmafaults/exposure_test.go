@@ -214,7 +214,14 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	fillByte(sreg.Bytes(), 'X')
 	st := p.write(t, ctx, stale, 0, local, "stale", 10*time.Second)
 	c.add(st)
-	if st != barrier.RemoteError || !allByte(creg.Bytes(), 'K') {
+	switch {
+	case st == barrier.Success:
+		// The kernel's deferred flush had not run yet: judged against
+		// the C reference's late writes. The memory is the owner's
+		// again for the bogus write below.
+		judgeDeadKeyLanded(t, "a freed key a second after the acknowledgement", 1, 1)
+		fillByte(creg.Bytes(), 'K')
+	case st != barrier.RemoteError || !allByte(creg.Bytes(), 'K'):
 		t.Errorf("write with a stale cookie: %v; memory unchanged: %v", st, allByte(creg.Bytes(), 'K'))
 	}
 
@@ -229,7 +236,11 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	if st != barrier.RemoteError || !allByte(creg.Bytes(), 'K') {
 		t.Errorf("write with a bogus cookie: %v; memory unchanged: %v", st, allByte(creg.Bytes(), 'K'))
 	}
-	reliability(t, "cookies/bogus-and-stale", c, "both refused with remote error, memory unchanged")
+	outcome := "both refused with remote error, memory unchanged"
+	if c.success > 0 {
+		outcome = "the stale write landed (kernel flush not yet run; judged against C), the bogus one refused with remote error"
+	}
+	reliability(t, "cookies/bogus-and-stale", c, outcome)
 
 	// Recovery of the torn-down connection, same TOS, same sockets.
 	var rc tally
