@@ -48,6 +48,16 @@ func (j vmJob) expected() int {
 	return s
 }
 
+// vmOnly limits the VM runs of packages whose other tests need no kernel
+// (the host unit tests run them, plain and with -race) to their
+// integration tests and examples: the examples with // Output run on every
+// kernel that way, without a second run of the unit tests under TCG.
+var vmOnly = map[string]string{
+	modulePath + "/rdssock": "^(TestIntegration|Example)",
+	modulePath + "/cmsg":    "^(TestIntegration|Example)",
+	modulePath + "/barrier": "^(TestIntegration|Example)",
+}
+
 // planVMJobs lists the integration runs: every package on every kernel,
 // the race packages built with -race on the first kernel only (a data
 // race is this module's, whatever the kernel; on the others they run as
@@ -56,14 +66,20 @@ func (j vmJob) expected() int {
 // integration a second time under -race on the first kernel.
 func planVMJobs(kernels []string, pkgs integrationPkgs) []vmJob {
 	var jobs []vmJob
+	run := func(p string) string {
+		if *flagRun == "" {
+			return vmOnly[p]
+		}
+		return *flagRun
+	}
 	for ki, k := range kernels {
 		first := ki == 0
 		for _, p := range pkgs.plain {
-			jobs = append(jobs, vmJob{kernel: k, pkg: p, run: *flagRun})
+			jobs = append(jobs, vmJob{kernel: k, pkg: p, run: run(p)})
 		}
 		for _, p := range pkgs.race {
 			race := first || slices.Contains(pkgs.needRace, p)
-			jobs = append(jobs, vmJob{kernel: k, pkg: p, race: race, run: *flagRun})
+			jobs = append(jobs, vmJob{kernel: k, pkg: p, race: race, run: run(p)})
 		}
 		if first && *flagRace && *flagRaceRun != "" && *flagRun == "" {
 			// Package integration stays a plain build for its
