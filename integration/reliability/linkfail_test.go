@@ -671,13 +671,16 @@ func TestReceiverReopen(t *testing.T) {
 func queuedFrom(t testing.TB, senders []*sender) int {
 	t.Helper()
 	n := 0
-	for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
-		msgs, err := senders[0].c.Messages(tb)
-		if err != nil {
-			t.Fatalf("%v: %v", tb, err)
-		}
-		for _, m := range msgs {
-			for _, s := range senders {
+	// Each sender reads the queues of its own network namespace (the
+	// tables list only that namespace's connections) and counts its own
+	// messages there: senders in both namespaces are all seen, each once.
+	for _, s := range senders {
+		for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
+			msgs, err := s.c.Messages(tb)
+			if err != nil {
+				t.Fatalf("%v: %v", tb, err)
+			}
+			for _, m := range msgs {
 				if m.Local.Addr().Unmap() == s.c.LocalAddrPort().Addr() && m.Local.Port() == s.c.LocalAddrPort().Port() {
 					n++
 				}
