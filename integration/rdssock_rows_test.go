@@ -174,19 +174,9 @@ func waitIBAddr(t *testing.T, addr netip.Addr, limit time.Duration) {
 // netdev.
 func TestIntegrationRowsIB6(t *testing.T) {
 	vmtest.Require(t)
-	x, y := netip.MustParseAddr("fd22::1"), netip.MustParseAddr("fd22::2")
-	addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(x, 64))
-	addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(y, 64))
-	// A new IPv6 address reaches the rxe device's GID table only after
-	// duplicate address detection; until then the IB transport refuses it
-	// and bind picks TCP. Wait until IB takes both.
-	for _, addr := range []netip.Addr{x, y} {
-		waitIBAddr(t, addr, 10*time.Second)
-	}
-	a := listen(t, netip.AddrPortFrom(x, port()), nil)
-	b := listen(t, netip.AddrPortFrom(y, port()), nil)
-	wantConnTransport(t, a, rdssock.TransportIB)
+	a, b := ib6Pair(t)
 	wantConnTransport(t, b, rdssock.TransportIB)
+	x, y := a.LocalAddrPort().Addr(), b.LocalAddrPort().Addr()
 	exchangeConns(t, a, b)
 	ibs, err := a.IBConnections()
 	if err != nil {
@@ -417,4 +407,24 @@ func TestIntegrationRowsZeroCopyCoalesced(t *testing.T) {
 			t.Errorf("completion with %d cookies; want 1..%d", s, cmsg.MaxZeroCopyCookies)
 		}
 	}
+}
+
+// ib6Pair puts the IPv6 ULAs fd22::1 and fd22::2 on the rxe device's
+// netdev and returns a socket bound to each, the first checked to be
+// RDS/IB. A new IPv6 address reaches the rxe device's GID table only after
+// duplicate address detection; until then the IB transport refuses it and
+// bind picks TCP, so it waits until IB takes both.
+func ib6Pair(t *testing.T) (*rdssock.Conn, *rdssock.Conn) {
+	t.Helper()
+	x, y := netip.MustParseAddr("fd22::1"), netip.MustParseAddr("fd22::2")
+	for _, addr := range []netip.Addr{x, y} {
+		addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(addr, 64))
+	}
+	for _, addr := range []netip.Addr{x, y} {
+		waitIBAddr(t, addr, 10*time.Second)
+	}
+	a := listen(t, netip.AddrPortFrom(x, port()), nil)
+	b := listen(t, netip.AddrPortFrom(y, port()), nil)
+	wantConnTransport(t, a, rdssock.TransportIB)
+	return a, b
 }

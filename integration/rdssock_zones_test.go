@@ -146,15 +146,7 @@ func TestIntegrationRowsConnectLinkLocal(t *testing.T) {
 // RDS/IB with IPv6 ULA addresses on the rxe device's netdev.
 func TestIntegrationRowsConnectIB6(t *testing.T) {
 	vmtest.Require(t)
-	x, y := netip.MustParseAddr("fd22::1"), netip.MustParseAddr("fd22::2")
-	addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(x, 64))
-	addAddr(t, nil, vmtest.IBLink, netip.PrefixFrom(y, 64))
-	for _, addr := range []netip.Addr{x, y} {
-		waitIBAddr(t, addr, 10*time.Second)
-	}
-	a := listen(t, netip.AddrPortFrom(x, port()), nil)
-	b := listen(t, netip.AddrPortFrom(y, port()), nil)
-	wantConnTransport(t, a, rdssock.TransportIB)
+	a, b := ib6Pair(t)
 	if err := a.Connect(b.LocalAddrPort()); err != nil {
 		t.Fatal(err)
 	}
