@@ -265,28 +265,7 @@ func judgeDeadKeyWrites(t *testing.T, what string, got tally, live int) cSteps {
 		if dev.goN == 0 {
 			continue
 		}
-		if c == nil {
-			c = useOnceReference(t, live)
-		}
-		ok, why := plausibleAsC(dev.goN, got.ops, dev.cN(c["later"]), c["later"].ops)
-		for !ok && c["later"].ops < useOnceMaxTrials {
-			t.Logf("%s: Go %d/%d %s, C %d/%d: %s; C runs %d more trials on the same connections", what, dev.goN, got.ops, dev.name, dev.cN(c["later"]), c["later"].ops, why, useOnceTrials)
-			c = moreUseOnceReference(t, useOnceTrials, live)
-			ok, why = plausibleAsC(dev.goN, got.ops, dev.cN(c["later"]), c["later"].ops)
-		}
-		ref := c["later"]
-		basis, st := "none", 0
-		if ok {
-			basis = "c"
-		}
-		if strict() {
-			st = 1
-		}
-		t.Logf("DEVIATION|%s|kernel=%s|test=%s|go=%d|bound=-1|c=%d|basis=%s|strict=%d", dev.signature, vmtest.KernelRelease(), t.Name(), dev.goN, dev.cN(ref), basis, st)
-		t.Logf("kernel: %s: a write into a dead key %s: Go %d/%d, C %d/%d with %d live registrations (%s)", what, dev.name, dev.goN, got.ops, dev.cN(ref), ref.ops, live, why)
-		if !ok && strict() {
-			t.Errorf("%s: %d of %d writes into a dead key %s, want a remote access error: the C reference does not account for it (%s)", what, dev.goN, got.ops, dev.name, why)
-		}
+		c = judgeAgainstC(t, what, dev.signature, dev.name, dev.goN, got.ops, live, dev.cN)
 	}
 	return c
 }
@@ -302,15 +281,25 @@ func judgeDeadKeyWrites(t *testing.T, what string, got tally, live int) cSteps {
 // dead-key-write-landed. Without C's basis it fails in strict mode.
 func judgeDeadKeyLanded(t *testing.T, what string, landed, ops int) {
 	t.Helper()
-	if landed == 0 {
-		return
+	if landed > 0 {
+		judgeAgainstC(t, what, "dead-key-write-landed", "landed", landed, ops, 0, func(c tally) int { return c.success })
 	}
-	c := useOnceReference(t, 0)
-	ok, why := plausibleAsC(landed, ops, c["later"].success, c["later"].ops)
+}
+
+// judgeAgainstC judges goN of goOps writes into a dead key that ended as
+// name (cN counts the same outcome in C's tallies) against the C
+// reference with live registrations, its "later" writes, growing C's
+// trials up to useOnceMaxTrials while they do not account for Go's count.
+// It logs the DEVIATION line under signature, fails in strict mode without
+// C's basis, and returns the C counts it judged against.
+func judgeAgainstC(t *testing.T, what, signature, name string, goN, goOps, live int, cN func(tally) int) cSteps {
+	t.Helper()
+	c := useOnceReference(t, live)
+	ok, why := plausibleAsC(goN, goOps, cN(c["later"]), c["later"].ops)
 	for !ok && c["later"].ops < useOnceMaxTrials {
-		t.Logf("%s: Go %d/%d landed, C %d/%d: %s; C runs %d more trials", what, landed, ops, c["later"].success, c["later"].ops, why, useOnceTrials)
-		c = moreUseOnceReference(t, useOnceTrials, 0)
-		ok, why = plausibleAsC(landed, ops, c["later"].success, c["later"].ops)
+		t.Logf("%s: Go %d/%d %s, C %d/%d: %s; C runs %d more trials on the same connections", what, goN, goOps, name, cN(c["later"]), c["later"].ops, why, useOnceTrials)
+		c = moreUseOnceReference(t, useOnceTrials, live)
+		ok, why = plausibleAsC(goN, goOps, cN(c["later"]), c["later"].ops)
 	}
 	ref := c["later"]
 	basis, st := "none", 0
@@ -320,11 +309,12 @@ func judgeDeadKeyLanded(t *testing.T, what string, landed, ops int) {
 	if strict() {
 		st = 1
 	}
-	t.Logf("DEVIATION|dead-key-write-landed|kernel=%s|test=%s|go=%d|bound=-1|c=%d|basis=%s|strict=%d", vmtest.KernelRelease(), t.Name(), landed, ref.success, basis, st)
-	t.Logf("kernel: %s: a write into a dead key landed: Go %d/%d, C %d/%d (%s)", what, landed, ops, ref.success, ref.ops, why)
+	t.Logf("DEVIATION|%s|kernel=%s|test=%s|go=%d|bound=-1|c=%d|basis=%s|strict=%d", signature, vmtest.KernelRelease(), t.Name(), goN, cN(ref), basis, st)
+	t.Logf("kernel: %s: a write into a dead key %s: Go %d/%d, C %d/%d with %d live registrations (%s)", what, name, goN, goOps, cN(ref), ref.ops, live, why)
 	if !ok && strict() {
-		t.Errorf("%s: %d of %d writes into a freed, acknowledged key landed, want a remote access error: the C reference does not account for it (%s)", what, landed, ops, why)
+		t.Errorf("%s: %d of %d writes into a dead key %s, want a remote access error: the C reference does not account for it (%s)", what, goN, goOps, name, why)
 	}
+	return c
 }
 
 // strict reports whether every kernel deviation must be reproduced by the
