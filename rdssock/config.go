@@ -57,6 +57,27 @@ type Config struct {
 	// the spin is noticed after it. Zero waits in the poller at once.
 	BusyPoll time.Duration
 
+	// WaitInKernel keeps the socket out of the Go runtime poller: a call
+	// that must wait sleeps in the kernel (ppoll on the socket), as a C
+	// program's poll loop does. Deadlines, contexts and Close still end a
+	// wait. It is the cheaper way to wait for request/response and for
+	// loops that read as fast as messages come: RDS wakes a socket's
+	// waiters whenever the peer acknowledges sent messages, and in the
+	// runtime poller each such wake-up runs the scheduler for nothing,
+	// which poll on POLLIN filters in the kernel (rdscat stress and
+	// examples/rdmawrite use it; BENCHMARKS.md measures it).
+	//
+	// A waiting goroutine holds an OS thread, and keeps its P while the
+	// goroutines waiting so leave at least one P free (beyond that it
+	// waits as a system call that gives the P up): give a program with
+	// several such waiters GOMAXPROCS above their number. The runtime's
+	// preemption and garbage collector interrupt a wait, which then
+	// resumes. A send waiting for a congested destination (WaitCongested)
+	// sleeps until the socket is readable, pausing from 50µs up to 10ms
+	// between tries while other messages keep it readable. Prefer the
+	// default for many sockets with a goroutine each.
+	WaitInKernel bool
+
 	// Timestamps (SO_TIMESTAMP) attaches the receive time to each message
 	// as an SCM_TIMESTAMP control message.
 	Timestamps bool

@@ -20,7 +20,8 @@ import (
 // may send and receive at once. Reads and writes wait in the Go runtime
 // poller, honour deadlines, and have context variants.
 type Conn struct {
-	s  *socket.Conn
+	s  *socket.Conn // nil with Config.WaitInKernel
+	k  *kfd         // with Config.WaitInKernel
 	rc syscall.RawConn
 
 	local   atomic.Pointer[Addr]
@@ -45,26 +46,50 @@ func Socket(cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	s, err := socket.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET, 0, network, &socket.Config{NetNS: cfg.NetNS})
-	if err != nil {
-		return nil, opError("socket", nil, nil, wrapSyscall("socket", unwrapSyscall(err), ""))
+	var c *Conn
+	if cfg.WaitInKernel {
+		fd, err := kernelSocket(cfg.NetNS)
+		if err != nil {
+			return nil, opError("socket", nil, nil, wrapSyscall("socket", unwrapSyscall(err), ""))
+		}
+		c = newKernelConn(newKfd(fd))
+	} else {
+		s, err := socket.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET, 0, network, &socket.Config{NetNS: cfg.NetNS})
+		if err != nil {
+			return nil, opError("socket", nil, nil, wrapSyscall("socket", unwrapSyscall(err), ""))
+		}
+		rc, err := s.SyscallConn()
+		if err != nil {
+			s.Close()
+			return nil, opError("socket", nil, nil, err)
+		}
+		c = newConn(s, rc)
 	}
-	rc, err := s.SyscallConn()
-	if err != nil {
-		s.Close()
-		return nil, opError("socket", nil, nil, err)
-	}
-	c := newConn(s, rc)
 	c.otherNS = cfg.NetNS != 0
 	if err := c.applyConfig(cfg); err != nil {
-		s.Close()
+		c.closeFD()
 		return nil, err
 	}
 	if err := c.initWarmUps(cfg); err != nil {
-		s.Close()
+		c.closeFD()
 		return nil, err
 	}
 	return c, nil
+}
+
+// newKernelConn returns a Conn on k (Config.WaitInKernel).
+func newKernelConn(k *kfd) *Conn {
+	c := &Conn{k: k, rc: k}
+	c.readDeadline.set, c.writeDeadline.set = k.setReadDeadline, k.setWriteDeadline
+	return c
+}
+
+// closeFD closes the descriptor.
+func (c *Conn) closeFD() error {
+	if c.k != nil {
+		return c.k.close()
+	}
+	return c.s.Close()
 }
 
 func newConn(s *socket.Conn, rc syscall.RawConn) *Conn {
@@ -102,11 +127,11 @@ func (c *Conn) Bind(addr netip.AddrPort) error {
 	if err != nil {
 		return opError("bind", nil, &Addr{addr}, err)
 	}
-	if err := c.s.Bind(sa); err != nil {
+	if err := c.bind(sa); err != nil {
 		return opError("bind", nil, &Addr{addr}, wrapSyscall("bind", unwrapSyscall(err), bindDetail(addr, err)))
 	}
 	local := addr
-	if sa, err := c.s.Getsockname(); err == nil {
+	if sa, err := c.getsockname(); err == nil {
 		if ap := fromSockaddr(sa, c.otherNS); ap.IsValid() {
 			local = ap
 		}
@@ -135,7 +160,7 @@ func (c *Conn) Connect(to netip.AddrPort) error {
 	if err != nil {
 		return opError("connect", c.LocalAddr(), &Addr{to}, err)
 	}
-	if _, err := c.s.Connect(context.Background(), sa); err != nil {
+	if err := c.connect(sa); err != nil {
 		return opError("connect", c.LocalAddr(), &Addr{to}, wrapSyscall("connect", unwrapSyscall(err), ""))
 	}
 	c.peer.Store(&Addr{to})
@@ -152,7 +177,31 @@ func (c *Conn) Close() error {
 	c.closeWarmUps()
 	c.readDeadline.release()
 	c.writeDeadline.release()
-	return opError("close", c.LocalAddr(), nil, c.s.Close())
+	return opError("close", c.LocalAddr(), nil, c.closeFD())
+}
+
+func (c *Conn) bind(sa unix.Sockaddr) error {
+	if c.k != nil {
+		return c.control(func(fd int) error { return unix.Bind(fd, sa) })
+	}
+	return c.s.Bind(sa)
+}
+
+func (c *Conn) getsockname() (unix.Sockaddr, error) {
+	if c.k != nil {
+		var sa unix.Sockaddr
+		err := c.control(func(fd int) (err error) { sa, err = unix.Getsockname(fd); return err })
+		return sa, err
+	}
+	return c.s.Getsockname()
+}
+
+func (c *Conn) connect(sa unix.Sockaddr) error {
+	if c.k != nil {
+		return c.control(func(fd int) error { return unix.Connect(fd, sa) })
+	}
+	_, err := c.s.Connect(context.Background(), sa)
+	return err
 }
 
 // LocalAddr returns the bound address as an *Addr, or nil before bind.

@@ -263,6 +263,13 @@ func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
 	if write {
 		poll, mux = c.rc.Write, &c.writeDeadline
 	}
+	if c.k != nil {
+		// The caller's try just failed: wait before the next one.
+		poll = c.k.readWaitFirst
+		if write {
+			poll = c.k.writeWaitFirst
+		}
+	}
 	w := &ow.w
 	if err := mux.add(w, ctx); err != nil {
 		mux.remove(w)

@@ -35,9 +35,13 @@
 // recvmsg or sendmsg flags (MSG_PEEK, MSG_DONTWAIT, MSG_ZEROCOPY). They
 // issue sendmsg and recvmsg directly with pooled message headers, so a
 // call allocates nothing. Any number of goroutines may send and receive on
-// one Conn at once, each with its own context. A send to a congested port fails with ErrCongested, or waits
-// with Config.WaitCongested. Config.BusyPoll makes a receive retry
-// briefly before it waits, trading CPU time for latency.
+// one Conn at once, each with its own context. A send to a congested port
+// fails with ErrCongested, or waits with Config.WaitCongested.
+// Config.WaitInKernel makes waits sleep in the kernel instead of the
+// runtime poller, as a C poll loop does: for a loop that answers or reads
+// message after message it costs about half the CPU time per message (see
+// that field). Config.BusyPoll makes a receive retry briefly before it
+// waits, trading CPU time for latency.
 //
 // # Reliability
 //

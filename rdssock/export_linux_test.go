@@ -9,6 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// pairsWaitInKernel makes socketpairConns return Conns that wait in the
+// kernel (Config.WaitInKernel) instead of the runtime poller.
+var pairsWaitInKernel bool
+
 // socketpairConns returns two Conns over an AF_UNIX SOCK_SEQPACKET pair.
 // The message path (sendmsg/recvmsg with our own msghdr) is the same as for
 // AF_RDS, so hosts without RDS can test it.
@@ -18,6 +22,9 @@ func socketpairConns() (*Conn, *Conn, error) {
 		return nil, nil, err
 	}
 	wrap := func(fd int) (*Conn, error) {
+		if pairsWaitInKernel {
+			return newKernelConn(newKfd(fd)), nil
+		}
 		s, err := socket.New(fd, "unix")
 		if err != nil {
 			return nil, err
