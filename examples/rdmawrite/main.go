@@ -87,10 +87,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
 
-	// WaitCongested: a send to a congested port waits in the runtime
-	// poller instead of failing.
+	// WaitCongested: a send to a congested port waits instead of
+	// failing. WaitInKernel: the one goroutine that issues and waits
+	// sleeps in the kernel, as a C program's poll loop does.
 	open := func() (*rdmaops.Conn, error) {
-		sock, err := rdssock.Listen(cfg.local, &rdssock.Config{WaitCongested: true})
+		sock, err := rdssock.Listen(cfg.local, &rdssock.Config{WaitCongested: true, WaitInKernel: true})
 		if err != nil {
 			return nil, err
 		}

@@ -34,9 +34,10 @@ Modes:
           congested; the summary counts those waits
 
 Each sender task is one goroutine with one socket: it sends until -depth
-requests are unanswered, then reads an answer, as a C poll loop does.
-Unless GOMAXPROCS is set, stress runs with as many Ps as it has such
-goroutines (tasks, plus one for a receiver), at most the CPU count.
+requests are unanswered, then reads an answer, as a C poll loop does, and
+like it waits in the kernel (rdssock.Config.WaitInKernel). Unless
+GOMAXPROCS is set, stress raises it to one more than such goroutines
+(tasks, plus one for a receiver), so that each can wait keeping its P.
 
 RDMA mode (-rdma write or -rdma read, instead of -mode; RDS/IB addresses
 only): the receiver registers -depth buffers of -rdma-size bytes per sender
@@ -207,7 +208,9 @@ func (o *stressOpts) run(e *env, args []string) error {
 		return err
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(o.procs()))
+		if n := o.procs(); n > runtime.GOMAXPROCS(0) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
+		}
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -303,19 +306,18 @@ func (o *stressOpts) addresses() (lap, dst netip.AddrPort, err error) {
 	return lap, dst, nil
 }
 
-// procs is GOMAXPROCS for the run unless the environment sets it: one
-// goroutine per task, and one for the receiver, do the work; more Ps than
-// that only make the scheduler wake idle threads to look for work each
-// time a task's message arrives.
+// procs is the GOMAXPROCS a run needs: a goroutine waiting in the kernel
+// keeps its P only while another P stays free (see rdssock's
+// WaitInKernel), so one P per task and for the receiver, and one more.
 func (o *stressOpts) procs() int {
-	busy := 0
+	busy := 1
 	if o.to != "" {
 		busy += o.tasks
 	}
 	if o.listen != "" {
 		busy++
 	}
-	return min(busy, runtime.NumCPU())
+	return busy
 }
 
 // runEnds runs the receiver (in its own goroutine) and the sender (in
