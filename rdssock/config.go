@@ -68,9 +68,11 @@ type Config struct {
 	// examples/rdmawrite use it; BENCHMARKS.md measures it).
 	//
 	// A waiting goroutine holds an OS thread, and keeps its P while the
-	// goroutines waiting so leave at least one P free (beyond that it
-	// waits as a system call that gives the P up): give a program with
-	// several such waiters GOMAXPROCS above their number. The runtime's
+	// goroutines waiting so leave at least one P free; beyond that it
+	// waits as a system call that gives the P up, which costs more than
+	// the runtime poller. So give a program GOMAXPROCS above the number of
+	// goroutines that wait so at once: at least 2, also for a program
+	// bound to one CPU, where GOMAXPROCS defaults to 1. The runtime's
 	// preemption and garbage collector interrupt a wait, which then
 	// resumes. A send waiting for a congested destination (WaitCongested)
 	// sleeps until the socket is readable, pausing from 50µs up to 10ms
