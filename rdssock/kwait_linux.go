@@ -51,8 +51,8 @@ type kwaiter struct {
 	efd int
 }
 
-// errKfdClosed is what calls on a closed kfd return; Conn.pollErr turns
-// it into net.ErrClosed.
+// errKfdClosed is what calls on a closed kfd return (Conn.pollErr
+// reports net.ErrClosed for any error once the Conn is closed).
 var errKfdClosed = net.ErrClosed
 
 // kernelWaiters counts the goroutines sleeping in ppoll (all Conns).
@@ -88,6 +88,10 @@ func (k *kfd) acquire() bool {
 func (k *kfd) release() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.releaseLocked()
+}
+
+func (k *kfd) releaseLocked() {
 	k.refs--
 	if k.closing && k.refs == 0 && k.drained != nil {
 		close(k.drained)
@@ -172,7 +176,6 @@ func (k *kfd) wait(f func(fd uintptr) bool, events int16, write, tryFirst bool) 
 			unix.Read(w.efd, buf[:])
 		}
 		k.leave(w)
-		k.release()
 	}
 }
 
@@ -209,11 +212,14 @@ func (k *kfd) enter(write bool) (*kwaiter, time.Duration, error) {
 	return w, timeout, nil
 }
 
+// leave unregisters a waiter and releases the call's reference (release
+// and the unregistering under one lock: this runs after every sleep).
 func (k *kfd) leave(w *kwaiter) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.waiting, w)
 	k.idle = append(k.idle, w)
+	k.releaseLocked()
 }
 
 // wakeLocked makes every waiter's ppoll return.
