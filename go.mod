@@ -4,15 +4,10 @@ go 1.26.0
 
 require (
 	github.com/cavaliergopher/cpio v1.0.1
-	github.com/mdlayher/socket v0.8.0
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.49.0
 )
 
-require (
-	golang.org/x/net v0.61.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/tools v0.26.0 // indirect
-)
+require golang.org/x/tools v0.26.0 // indirect

@@ -28,7 +28,7 @@ func ExampleSetupVethPair() {
 	defer p.Close()
 
 	// Work inside the peer namespace, e.g. open the peer's RDS socket
-	// there (or pass p.PeerNS.FD() as mdlayher/socket's Config.NetNS).
+	// there (or pass p.PeerNS.FD() as rdssock.Config.NetNS).
 	err = p.PeerNS.Do(func() error {
 		addrs, err := p.PeerHandle.Addrs("rds1")
 		fmt.Println(addrs)

@@ -217,8 +217,8 @@ func (ns *Namespace) String() string {
 }
 
 // FD returns the namespace file descriptor, or -1 after Close. It can be
-// passed to github.com/mdlayher/socket as Config.NetNS or to setns(2); it
-// stays owned by the Namespace.
+// passed as rdssock.Config.NetNS or to setns(2); it stays owned by the
+// Namespace.
 func (ns *Namespace) FD() int {
 	ns.mu.RLock()
 	defer ns.mu.RUnlock()

@@ -58,9 +58,8 @@
 // poller on a socket with rdssock.Config.WaitCongested), until the
 // operation's deadline or the context ends, so callers write no retry
 // loop. A program that issues and waits in one goroutine, as the examples
-// do, gives its socket rdssock.Config.WaitInKernel too: its waits then
-// sleep in the kernel as a C poll loop does, which costs less CPU time per
-// operation than the runtime poller. Give a READ whose immediate data
+// do, waits as a C poll loop does: a read of the socket sleeps in the
+// kernel (see rdssock's package documentation). Give a READ whose immediate data
 // tells the peer something cmsg.FlagFence (Conn.Read does): without it the kernel may report the
 // READ, and send the payload, before its data is in local memory.
 //

@@ -72,9 +72,7 @@ func ExampleConn_GetMR() {
 func ExampleConn_Do() {
 	ctx := context.Background()
 	// WaitCongested: Do waits while the client's port is congested.
-	// WaitInKernel: this goroutine's waits sleep in the kernel, as a C
-	// poll loop does (cheaper per operation than the runtime poller).
-	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), &rdssock.Config{WaitCongested: true, WaitInKernel: true})
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), &rdssock.Config{WaitCongested: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -111,7 +109,7 @@ func ExampleConn_Do() {
 // those of the operations after it.
 func ExampleConn_Wait() {
 	ctx := context.Background()
-	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), &rdssock.Config{WaitCongested: true, WaitInKernel: true})
+	sock, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.2:4000"), &rdssock.Config{WaitCongested: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -49,36 +49,13 @@ type Config struct {
 
 	// BusyPoll, when positive, makes a receive that finds no message try
 	// again for up to this long, yielding the CPU between tries, before it
-	// waits in the runtime poller. It trades CPU time for latency where
-	// answers come back within microseconds (request/response over
-	// loopback or a fast fabric): a wake-up through the poller costs more
-	// system calls and scheduler work than a retry. The goroutine keeps
-	// its thread while it spins, and a deadline or context ending during
-	// the spin is noticed after it. Zero waits in the poller at once.
+	// waits (see the package documentation). It trades CPU time for
+	// latency where answers come back within microseconds
+	// (request/response over loopback or a fast fabric): a wake-up costs
+	// more system calls and scheduler work than a retry. The goroutine
+	// keeps its thread while it spins, and a deadline or context ending
+	// during the spin is noticed after it. Zero waits at once.
 	BusyPoll time.Duration
-
-	// WaitInKernel keeps the socket out of the Go runtime poller: a call
-	// that must wait sleeps in the kernel (ppoll on the socket), as a C
-	// program's poll loop does. Deadlines, contexts and Close still end a
-	// wait. It is the cheaper way to wait for request/response and for
-	// loops that read as fast as messages come: RDS wakes a socket's
-	// waiters whenever the peer acknowledges sent messages, and in the
-	// runtime poller each such wake-up runs the scheduler for nothing,
-	// which poll on POLLIN filters in the kernel (rdscat stress and
-	// examples/rdmawrite use it; BENCHMARKS.md measures it).
-	//
-	// A waiting goroutine holds an OS thread, and keeps its P while the
-	// goroutines waiting so leave at least one P free; beyond that it
-	// waits as a system call that gives the P up, which costs more than
-	// the runtime poller. So give a program GOMAXPROCS above the number of
-	// goroutines that wait so at once: at least 2, also for a program
-	// bound to one CPU, where GOMAXPROCS defaults to 1. The runtime's
-	// preemption and garbage collector interrupt a wait, which then
-	// resumes. A send waiting for a congested destination (WaitCongested)
-	// sleeps until the socket is readable, pausing from 50µs up to 10ms
-	// between tries while other messages keep it readable. Prefer the
-	// default for many sockets with a goroutine each.
-	WaitInKernel bool
 
 	// Timestamps (SO_TIMESTAMP) attaches the receive time to each message
 	// as an SCM_TIMESTAMP control message.
@@ -113,8 +90,8 @@ type Config struct {
 	NoAutoWarmUp bool
 
 	// NetNS, if not zero, is a file descriptor of a network namespace in
-	// which to create the socket (see github.com/mdlayher/socket). Needs
-	// CAP_SYS_ADMIN. Interface names there are unknown to this process:
+	// which to create the socket (netlinkcfg.Namespace.FD gives one).
+	// Needs CAP_SYS_ADMIN. Interface names there are unknown to this process:
 	// give IPv6 zones by index; sender and bound addresses (LocalAddr)
 	// carry the index too.
 	NetNS int

@@ -3,7 +3,6 @@
 package rdssock
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -12,17 +11,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/mdlayher/socket"
 	"golang.org/x/sys/unix"
 )
 
 // Conn is an RDS socket. It is safe for concurrent use: several goroutines
-// may send and receive at once. Reads and writes wait in the Go runtime
-// poller, honour deadlines, and have context variants.
+// may send and receive at once. Reads and writes that must wait sleep in
+// the kernel or park in the Go runtime poller (see the package
+// documentation), honour deadlines, and have context variants.
 type Conn struct {
-	s  *socket.Conn // nil with Config.WaitInKernel
-	k  *kfd         // with Config.WaitInKernel
-	rc syscall.RawConn
+	k *kfd
 
 	local   atomic.Pointer[Addr]
 	peer    atomic.Pointer[Addr] // default destination set by Connect
@@ -46,25 +43,11 @@ func Socket(cfg *Config) (*Conn, error) {
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	var c *Conn
-	if cfg.WaitInKernel {
-		fd, err := kernelSocket(cfg.NetNS)
-		if err != nil {
-			return nil, opError("socket", nil, nil, wrapSyscall("socket", unwrapSyscall(err), ""))
-		}
-		c = newKernelConn(newKfd(fd))
-	} else {
-		s, err := socket.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET, 0, network, &socket.Config{NetNS: cfg.NetNS})
-		if err != nil {
-			return nil, opError("socket", nil, nil, wrapSyscall("socket", unwrapSyscall(err), ""))
-		}
-		rc, err := s.SyscallConn()
-		if err != nil {
-			s.Close()
-			return nil, opError("socket", nil, nil, err)
-		}
-		c = newConn(s, rc)
+	fd, err := kernelSocket(cfg.NetNS)
+	if err != nil {
+		return nil, opError("socket", nil, nil, wrapSyscall("socket", unwrapSyscall(err), ""))
 	}
+	c := newConn(newKfd(fd))
 	c.otherNS = cfg.NetNS != 0
 	if err := c.applyConfig(cfg); err != nil {
 		c.closeFD()
@@ -77,26 +60,15 @@ func Socket(cfg *Config) (*Conn, error) {
 	return c, nil
 }
 
-// newKernelConn returns a Conn on k (Config.WaitInKernel).
-func newKernelConn(k *kfd) *Conn {
-	c := &Conn{k: k, rc: k}
+// newConn returns a Conn on k.
+func newConn(k *kfd) *Conn {
+	c := &Conn{k: k}
 	c.readDeadline.set, c.writeDeadline.set = k.setReadDeadline, k.setWriteDeadline
 	return c
 }
 
 // closeFD closes the descriptor.
-func (c *Conn) closeFD() error {
-	if c.k != nil {
-		return c.k.close()
-	}
-	return c.s.Close()
-}
-
-func newConn(s *socket.Conn, rc syscall.RawConn) *Conn {
-	c := &Conn{s: s, rc: rc}
-	c.readDeadline.set, c.writeDeadline.set = s.SetReadDeadline, s.SetWriteDeadline
-	return c
-}
+func (c *Conn) closeFD() error { return c.k.close() }
 
 // Listen creates an RDS socket bound to addr with cfg applied before bind
 // (nil means defaults). RDS has no connections to accept: a bound socket
@@ -181,27 +153,17 @@ func (c *Conn) Close() error {
 }
 
 func (c *Conn) bind(sa unix.Sockaddr) error {
-	if c.k != nil {
-		return c.control(func(fd int) error { return unix.Bind(fd, sa) })
-	}
-	return c.s.Bind(sa)
+	return c.control(func(fd int) error { return unix.Bind(fd, sa) })
 }
 
 func (c *Conn) getsockname() (unix.Sockaddr, error) {
-	if c.k != nil {
-		var sa unix.Sockaddr
-		err := c.control(func(fd int) (err error) { sa, err = unix.Getsockname(fd); return err })
-		return sa, err
-	}
-	return c.s.Getsockname()
+	var sa unix.Sockaddr
+	err := c.control(func(fd int) (err error) { sa, err = unix.Getsockname(fd); return err })
+	return sa, err
 }
 
 func (c *Conn) connect(sa unix.Sockaddr) error {
-	if c.k != nil {
-		return c.control(func(fd int) error { return unix.Connect(fd, sa) })
-	}
-	_, err := c.s.Connect(context.Background(), sa)
-	return err
+	return c.control(func(fd int) error { return unix.Connect(fd, sa) })
 }
 
 // LocalAddr returns the bound address as an *Addr, or nil before bind.
@@ -250,20 +212,20 @@ func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if c.closed.Load() {
 		return nil, opError("syscallconn", c.LocalAddr(), nil, net.ErrClosed)
 	}
-	return c.rc, nil
+	return c.k, nil
 }
 
 // control runs f on the descriptor outside the poller, for socket options.
 func (c *Conn) control(f func(fd int) error) error {
 	var ferr error
-	if err := c.rc.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
+	if err := c.k.Control(func(fd uintptr) { ferr = f(int(fd)) }); err != nil {
 		return err
 	}
 	return ferr
 }
 
-// unwrapSyscall extracts the errno from an error built by mdlayher/socket,
-// which wraps it in *os.SyscallError; other errors pass through.
+// unwrapSyscall extracts the errno from an *os.SyscallError; other errors
+// pass through.
 func unwrapSyscall(err error) error {
 	var se *os.SyscallError
 	if errors.As(err, &se) {

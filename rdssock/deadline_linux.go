@@ -235,14 +235,14 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 			return err
 		}
 		ow.done = false
-		if c.rc.Control(ow.run) == nil && ow.done {
+		if c.k.Control(ow.run) == nil && ow.done {
 			return nil
 		}
 		return c.waitContext(ctx, write, ow)
 	}
-	poll, mux := c.rc.Read, &c.readDeadline
+	poll, mux := c.k.Read, &c.readDeadline
 	if write {
-		poll, mux = c.rc.Write, &c.writeDeadline
+		poll, mux = c.k.Write, &c.writeDeadline
 	}
 	for {
 		err := poll(ow.f)
@@ -259,16 +259,10 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 }
 
 func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
-	poll, mux := c.rc.Read, &c.readDeadline
+	// The caller's try just failed: wait before the next one.
+	poll, mux := c.k.readWaitFirst, &c.readDeadline
 	if write {
-		poll, mux = c.rc.Write, &c.writeDeadline
-	}
-	if c.k != nil {
-		// The caller's try just failed: wait before the next one.
-		poll = c.k.readWaitFirst
-		if write {
-			poll = c.k.writeWaitFirst
-		}
+		poll, mux = c.k.writeWaitFirst, &c.writeDeadline
 	}
 	w := &ow.w
 	if err := mux.add(w, ctx); err != nil {

@@ -30,18 +30,24 @@
 // arrive as 0-byte messages that carry only control data. Truncation is
 // reported with ErrTruncated rather than dropped silently.
 //
-// Sends and receives go through the Go runtime poller and honour
-// deadlines; ReadMsgContext and WriteMsgContext also take a context and
+// Sends and receives honour deadlines; ReadMsgContext and WriteMsgContext also take a context and
 // recvmsg or sendmsg flags (MSG_PEEK, MSG_DONTWAIT, MSG_ZEROCOPY). They
 // issue sendmsg and recvmsg directly with pooled message headers, so a
 // call allocates nothing. Any number of goroutines may send and receive on
 // one Conn at once, each with its own context. A send to a congested port
 // fails with ErrCongested, or waits with Config.WaitCongested.
-// Config.WaitInKernel makes waits sleep in the kernel instead of the
-// runtime poller, as a C poll loop does: for a loop that answers or reads
-// message after message it costs about half the CPU time per message (see
-// that field). Config.BusyPoll makes a receive retry briefly before it
-// waits, trading CPU time for latency.
+// A receive that must wait sleeps in the kernel (ppoll), keeping its
+// goroutine's P, as a C poll loop sleeps in poll: for a loop that answers
+// or reads message after message that costs far less CPU time per message
+// than a wake-up through the Go runtime poller. After 10 ms (the runtime's
+// own time slice), or at once when it would hold the last free P, it parks
+// in the runtime poller instead, so idle receivers hold neither a thread
+// nor a P; so give a busy receiving goroutine GOMAXPROCS of at least 2.
+// Sends wait in the runtime poller (a full send buffer, a congested
+// destination). The socket itself is never registered with the runtime
+// poller: RDS wakes a socket for every acknowledgement of sent messages,
+// and the poller would report each as writability. Config.BusyPoll makes
+// a receive retry briefly before it waits, trading CPU time for latency.
 //
 // # Reliability
 //

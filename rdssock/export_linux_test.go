@@ -5,13 +5,8 @@ package rdssock
 import (
 	"net/netip"
 
-	"github.com/mdlayher/socket"
 	"golang.org/x/sys/unix"
 )
-
-// pairsWaitInKernel makes socketpairConns return Conns that wait in the
-// kernel (Config.WaitInKernel) instead of the runtime poller.
-var pairsWaitInKernel bool
 
 // socketpairConns returns two Conns over an AF_UNIX SOCK_SEQPACKET pair.
 // The message path (sendmsg/recvmsg with our own msghdr) is the same as for
@@ -21,20 +16,7 @@ func socketpairConns() (*Conn, *Conn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	wrap := func(fd int) (*Conn, error) {
-		if pairsWaitInKernel {
-			return newKernelConn(newKfd(fd)), nil
-		}
-		s, err := socket.New(fd, "unix")
-		if err != nil {
-			return nil, err
-		}
-		rc, err := s.SyscallConn()
-		if err != nil {
-			return nil, err
-		}
-		return newConn(s, rc), nil
-	}
+	wrap := func(fd int) (*Conn, error) { return newConn(newKfd(fd)), nil }
 	a, err := wrap(fds[0])
 	if err != nil {
 		return nil, nil, err

@@ -28,7 +28,7 @@ import (
 // readInfo reads one table through internal/rdsinfo with this package's
 // errors.
 func (c *Conn) readInfo(t rdsinfo.Table) ([]byte, int, error) {
-	data, each, err := rdsinfo.Read(c.rc, t, nil)
+	data, each, err := rdsinfo.Read(c.k, t, nil)
 	if err != nil {
 		return nil, 0, opError("getsockopt", c.LocalAddr(), nil,
 			wrapSyscall("getsockopt("+t.String()+")", err, rdsinfo.Hint(t, err)))

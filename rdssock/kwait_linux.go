@@ -15,22 +15,35 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config.WaitInKernel: the socket is kept out of the runtime poller, and a
-// call that must wait sleeps in ppoll(2) on its own thread, as a C program
-// sleeps in poll or a blocking recvmsg.
+// How a Conn waits. The socket is kept out of the runtime poller, and a
+// read that must wait first sleeps in ppoll(2) on its own thread, keeping
+// its P, as a C program sleeps in poll: for a goroutine that reads message
+// after message (request/response, a receive loop) that costs far less
+// CPU time per message than a wake-up through the runtime poller (measured
+// in the test VM: see BENCHMARKS.md). A read still waiting after
+// kernelSlice, a read that would leave no P free, and every write park the
+// goroutine in the runtime poller instead (pollwait_linux.go), so idle
+// goroutines hold neither a thread nor a P.
 //
-// Why: the runtime poller registers every socket for read and write
-// readiness, edge-triggered. RDS wakes a socket's waiters whenever the
-// peer acknowledges sent messages (and on other events), and each such
-// wake-up reports the socket writable again, so the poller's thread wakes,
-// finds no goroutine to run, and sleeps again: for request/response that
-// is one spurious wake-up of the process per message besides the real
-// one. ppoll on POLLIN alone filters them in the kernel, as C's poll does.
+// Why the socket stays out of the runtime poller: it would register the
+// socket for read and write readiness, edge-triggered, and RDS wakes a
+// socket's waiters whenever the peer acknowledges sent messages, each
+// wake-up reporting the socket writable again, so the poller's thread
+// would wake for nothing once per message while a read sleeps in ppoll.
 //
-// A waiting call polls the socket and an eventfd of its own. Close, a
-// deadline change and the end of a waiting context (through the
+// A read sleeping in ppoll polls the socket and an eventfd of its own.
+// Close, a deadline change and the end of a waiting context (through the
 // deadlineMux, whose set function is kfd.setDeadline here) write every
-// waiter's eventfd, so the waiters look at their deadline again or return.
+// such eventfd, so the sleepers look at their deadline again or return.
+
+// kernelSlice is how long a read sleeps in ppoll, keeping its P, before it
+// parks in the runtime poller: the runtime's own time slice (sysmon
+// preempts a goroutine that has run for 10ms), so a sleeping reader holds
+// a P no longer than a computing goroutine may. In the emulated test VM,
+// where RDS/TCP round trips take 0.2-0.6 ms but a vCPU can stall for
+// milliseconds, 2 ms parked often enough to cost 14% of a request/response
+// rate; 10 ms matched a reader that never parks.
+const kernelSlice = 10 * time.Millisecond
 
 // kfd is a socket descriptor outside the runtime poller. It implements
 // syscall.RawConn.
@@ -43,12 +56,22 @@ type kfd struct {
 	drained  chan struct{} // closed by the last call out once closing
 	rdl, wdl time.Time     // deadlines in force; zero: none
 	waiting  map[*kwaiter]struct{}
-	idle     []*kwaiter // eventfds of waiters gone, for reuse
+	idle     []*kwaiter // waiters gone, for reuse
+	er, ew   *epollFile // epoll instances for parked reads and writes, once used
 }
 
-// kwaiter is one waiting call's wake-up descriptor.
+// kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
+// or what its callbacks need while it is parked in the runtime poller.
+// Waiters are pooled per kfd, so a wait allocates nothing.
 type kwaiter struct {
-	efd int
+	efd int // -1 until the waiter first sleeps in ppoll
+
+	k                 *kfd
+	f                 func(fd uintptr) bool
+	tryRead, tryWrite func(uintptr) bool // bound to doRead and doWrite
+	ep                int                // the epoll instance it parks on
+	armed             bool               // the socket is in that instance
+	err               error
 }
 
 // errKfdClosed is what calls on a closed kfd return (Conn.pollErr
@@ -57,19 +80,25 @@ var errKfdClosed = net.ErrClosed
 
 // kernelWaiters counts the goroutines sleeping in ppoll (all Conns).
 //
-// A wait through the runtime's system-call path (Syscall) marks the P as
+// A sleep through the runtime's system-call path (Syscall) marks the P as
 // in a system call, and sysmon takes such a P away after a tick when no
 // other P is idle, so the goroutine comes back on another thread; in the
 // emulated test VM that made a request/response loop with GOMAXPROCS=1
 // four times dearer than C, and with two Ps still a thread migration and
-// a sysmon wake-up per few messages. So a wait sleeps with RawSyscall,
-// keeping its P like a goroutine that computes, as long as fewer
-// goroutines wait so than there are Ps: at least one P stays free for the
-// rest of the program. sysmon's preemption (after 10 ms) and a
-// stop-the-world interrupt the sleep with a signal (ppoll returns EINTR,
-// the goroutine yields at its next call and then waits again). Waiters
-// beyond that wait through Syscall.
+// a sysmon wake-up per few messages. So a read sleeps with RawSyscall,
+// keeping its P like a goroutine that computes, and only as long as fewer
+// goroutines sleep so than there are Ps: at least one P stays free for the
+// rest of the program. Readers beyond that park in the runtime poller.
+// sysmon's preemption (after 10 ms) and a stop-the-world interrupt the
+// sleep with a signal (ppoll returns EINTR, the goroutine yields at its
+// next call and then waits again).
 var kernelWaiters atomic.Int32
+
+// sleepInKernel reports whether a read may sleep in ppoll: as the n-th
+// goroutine doing so, with procs Ps, and rest left of its kernelSlice.
+func sleepInKernel(n int32, procs int, rest time.Duration) bool {
+	return int(n) < procs && rest > 0
+}
 
 func newKfd(fd int) *kfd {
 	return &kfd{fd: fd, waiting: make(map[*kwaiter]struct{})}
@@ -111,24 +140,26 @@ func (k *kfd) Control(f func(fd uintptr)) error {
 
 // Read implements syscall.RawConn: f runs until it reports done, waiting
 // for the socket to be readable between tries.
-func (k *kfd) Read(f func(fd uintptr) bool) error { return k.wait(f, unix.POLLIN, false, true) }
+func (k *kfd) Read(f func(fd uintptr) bool) error { return k.wait(f, false, true) }
 
 // Write implements syscall.RawConn: f runs until it reports done, waiting
 // for the socket to be writable between tries.
-func (k *kfd) Write(f func(fd uintptr) bool) error { return k.wait(f, unix.POLLOUT, true, true) }
+func (k *kfd) Write(f func(fd uintptr) bool) error { return k.wait(f, true, true) }
 
 // readWaitFirst and writeWaitFirst are Read and Write for a caller whose
 // own try just failed: they wait before the first try.
-func (k *kfd) readWaitFirst(f func(fd uintptr) bool) error {
-	return k.wait(f, unix.POLLIN, false, false)
-}
+func (k *kfd) readWaitFirst(f func(fd uintptr) bool) error { return k.wait(f, false, false) }
 
-func (k *kfd) writeWaitFirst(f func(fd uintptr) bool) error {
-	return k.wait(f, unix.POLLOUT, true, false)
-}
+func (k *kfd) writeWaitFirst(f func(fd uintptr) bool) error { return k.wait(f, true, false) }
 
-func (k *kfd) wait(f func(fd uintptr) bool, events int16, write, tryFirst bool) error {
-	pause := 50 * time.Microsecond
+func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
+	if write {
+		// Writes wait rarely (a full send buffer, a congested
+		// destination): in the runtime poller, where every wake-up of
+		// the socket retries them.
+		return k.parkedWait(f, true)
+	}
+	var start time.Time // of the first sleep
 	for try := tryFirst; ; try = true {
 		if !k.acquire() {
 			return errKfdClosed
@@ -137,39 +168,28 @@ func (k *kfd) wait(f func(fd uintptr) bool, events int16, write, tryFirst bool) 
 			k.release()
 			return nil
 		}
-		ev := events
-		if write && writable(uintptr(k.fd)) {
-			// The send failed with room in the send buffer: the
-			// destination is congested (Config.WaitCongested). The
-			// congestion monitor's notice makes the socket readable,
-			// but so do messages queued for reading, which this call
-			// does not take: after a wake-up that did not end the
-			// congestion it pauses, from 50µs doubling up to 10ms.
-			ev = unix.POLLIN
-			if pause > 50*time.Microsecond {
-				time.Sleep(pause)
-			}
-			pause = min(2*pause, 10*time.Millisecond)
+		if start.IsZero() {
+			start = time.Now()
 		}
-		w, timeout, err := k.enter(write)
+		rest := kernelSlice - time.Since(start)
+		if !sleepInKernel(kernelWaiters.Add(1), runtime.GOMAXPROCS(0), rest) {
+			kernelWaiters.Add(-1)
+			k.release()
+			return k.parkedWait(f, false)
+		}
+		w, timeout, err := k.enter()
 		if err != nil {
+			kernelWaiters.Add(-1)
 			k.release()
 			return err
 		}
-		pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: ev}, {Fd: int32(w.efd), Events: unix.POLLIN}}
-		var ts *unix.Timespec
-		if timeout >= 0 {
-			t := unix.NsecToTimespec(int64(timeout))
-			ts = &t
+		if timeout < 0 || rest < timeout {
+			timeout = rest
 		}
-		var e unix.Errno
-		if n := kernelWaiters.Add(1); int(n) < runtime.GOMAXPROCS(0) {
-			// The goroutine keeps its P while it sleeps (see
-			// kernelWaiters).
-			_, _, e = unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-		} else {
-			_, _, e = unix.Syscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(ts)), 0, 0, 0)
-		}
+		pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(w.efd), Events: unix.POLLIN}}
+		ts := unix.NsecToTimespec(int64(timeout))
+		// The goroutine keeps its P while it sleeps (see kernelWaiters).
+		_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		kernelWaiters.Add(-1)
 		if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
 			var buf [8]byte
@@ -179,34 +199,30 @@ func (k *kfd) wait(f func(fd uintptr) bool, events int16, write, tryFirst bool) 
 	}
 }
 
-// enter registers a waiter and returns how long it may sleep (negative:
-// no limit), or the reason not to wait: the socket is closing or the
-// deadline passed.
-func (k *kfd) enter(write bool) (*kwaiter, time.Duration, error) {
+// enter registers a read sleeping in ppoll and returns how long it may
+// sleep (negative: no limit), or the reason not to wait: the socket is
+// closing or the deadline passed.
+func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.closing {
 		return nil, 0, errKfdClosed
 	}
 	dl := k.rdl
-	if write {
-		dl = k.wdl
-	}
 	timeout := time.Duration(-1)
 	if !dl.IsZero() {
 		if timeout = time.Until(dl); timeout <= 0 {
 			return nil, 0, os.ErrDeadlineExceeded
 		}
 	}
-	var w *kwaiter
-	if n := len(k.idle); n > 0 {
-		w, k.idle = k.idle[n-1], k.idle[:n-1]
-	} else {
+	w := k.idleWaiterLocked()
+	if w.efd < 0 {
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
+			k.idle = append(k.idle, w)
 			return nil, 0, os.NewSyscallError("eventfd", err)
 		}
-		w = &kwaiter{efd: efd}
+		w.efd = efd
 	}
 	k.waiting[w] = struct{}{}
 	return w, timeout, nil
@@ -241,12 +257,16 @@ func (k *kfd) setDeadline(t time.Time, write bool) error {
 	if k.closing {
 		return errKfdClosed
 	}
+	e := k.er
 	if write {
-		k.wdl = t
+		k.wdl, e = t, k.ew
 	} else {
 		k.rdl = t
 	}
 	k.wakeLocked()
+	if e != nil {
+		return e.f.SetReadDeadline(t)
+	}
 	return nil
 }
 
@@ -265,12 +285,20 @@ func (k *kfd) close() error {
 		drained = make(chan struct{})
 		k.drained = drained
 	}
+	eps := [2]*epollFile{k.er, k.ew}
 	k.mu.Unlock()
+	for _, e := range eps {
+		if e != nil {
+			e.f.Close() // wakes the goroutines parked on it
+		}
+	}
 	if drained != nil {
 		<-drained
 	}
 	for _, w := range k.idle {
-		unix.Close(w.efd)
+		if w.efd >= 0 {
+			unix.Close(w.efd)
+		}
 	}
 	k.idle = nil
 	return unix.Close(k.fd)

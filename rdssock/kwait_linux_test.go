@@ -14,49 +14,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestWaitInKernel runs the message-path tests over socketpairs again with
-// Conns that wait in the kernel (Config.WaitInKernel): the same deadlines,
-// contexts, Close, truncation, batches and allocation bounds hold.
-func TestWaitInKernel(t *testing.T) {
-	pairsWaitInKernel = true
-	defer func() { pairsWaitInKernel = false }()
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T)
-	}{
-		{"ReadWriteMsgPayload", TestReadWriteMsgPayload},
-		{"ZeroByteMessageWithControlData", TestZeroByteMessageWithControlData},
-		{"ReadMsgTruncation", TestReadMsgTruncation},
-		{"ReadDeadline", TestReadDeadline},
-		{"ReadMsgContextCancel", TestReadMsgContextCancel},
-		{"ReadMsgContextDeadline", TestReadMsgContextDeadline},
-		{"ReadMsgDontWait", TestReadMsgDontWait},
-		{"CloseUnblocksRead", TestCloseUnblocksRead},
-		{"AllocReadWriteMsg", TestAllocReadWriteMsg},
-		{"AllocReadWriteMsgCancelableContext", TestAllocReadWriteMsgCancelableContext},
-		{"ReadWriteBatch", TestReadWriteBatch},
-		{"ReadBatchTruncationInFlags", TestReadBatchTruncationInFlags},
-		{"AllocBatch", TestAllocBatch},
-		{"BusyPollReceives", TestBusyPollReceives},
-		{"BusyPollDeadline", TestBusyPollDeadline},
-		{"AllocBusyPoll", TestAllocBusyPoll},
-		{"ConcurrentContexts", TestConcurrentContexts},
-		{"ContextKeepsUserDeadline", TestContextKeepsUserDeadline},
-		{"ContextStress", TestContextStress},
-		{"ContextDeadlineLeftBehind", TestContextDeadlineLeftBehind},
-		{"DeadlineMovedWakesRead", TestDeadlineMovedWakesRead},
-		{"CloseUnblocksReadsWithAndWithoutContext", TestCloseUnblocksReadsWithAndWithoutContext},
-		{"AllocWaitingRead", TestAllocWaitingRead},
-		{"FullSendBufferWaits", testFullSendBufferWaits},
-	} {
-		t.Run(tc.name, tc.f)
-	}
-}
-
-// testFullSendBufferWaits: a send that finds the send buffer full waits
-// (in the kernel, for POLLOUT) until the peer reads, then goes through; a
-// write deadline ends such a wait; Close ends it with net.ErrClosed.
-func testFullSendBufferWaits(t *testing.T) {
+// TestFullSendBufferWaits: a send that finds the send buffer full waits
+// (parked in the runtime poller, for EPOLLOUT) until the peer reads, then
+// goes through; a write deadline ends such a wait; Close ends it with
+// net.ErrClosed.
+func TestFullSendBufferWaits(t *testing.T) {
 	a, b := pair(t)
 	msg := make([]byte, 1024)
 	filled := 0
@@ -135,13 +97,11 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// TestWaitInKernelLeavesAPFree: goroutines waiting in the kernel never
-// hold every P. With one, two and three readers waiting, at GOMAXPROCS 1
-// and 2, another goroutine's timers keep their pace and a garbage
-// collection (which stops the world) completes promptly.
-func TestWaitInKernelLeavesAPFree(t *testing.T) {
-	pairsWaitInKernel = true
-	defer func() { pairsWaitInKernel = false }()
+// TestWaitingReadsLeaveAPFree: reads sleeping in the kernel never hold
+// every P. With one, two and three readers waiting, at GOMAXPROCS 1 and 2,
+// another goroutine's timers keep their pace and a garbage collection
+// (which stops the world) completes promptly.
+func TestWaitingReadsLeaveAPFree(t *testing.T) {
 	for _, procs := range []int{1, 2} {
 		for _, readers := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("GOMAXPROCS=%d/readers=%d", procs, readers), func(t *testing.T) {
@@ -177,6 +137,103 @@ func TestWaitInKernelLeavesAPFree(t *testing.T) {
 				}
 				wg.Wait()
 			})
+		}
+	}
+}
+
+// TestIdleReadParks: a read sleeps in ppoll for kernelSlice at most, then
+// parks in the runtime poller, holding no P; the message still wakes it.
+func TestIdleReadParks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	a, b := pair(t)
+	got := make(chan error, 1)
+	go func() {
+		_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+		got <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for kernelWaiters.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if kernelWaiters.Load() != 1 {
+		t.Fatal("the waiting read never slept in ppoll")
+	}
+	time.Sleep(3 * kernelSlice)
+	if n := kernelWaiters.Load(); n != 0 {
+		t.Errorf("%v after the read began waiting: %d goroutines sleeping in ppoll, want 0", 3*kernelSlice, n)
+	}
+	if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("ReadMsg: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parked read did not return 5s after a message was sent")
+	}
+}
+
+// TestWaitersBeyondThePsPark: reads that would leave no P free park in the
+// runtime poller at once instead of sleeping in ppoll (where each would
+// hold a thread), and all of them are woken by their messages.
+func TestWaitersBeyondThePsPark(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	const readers = 6
+	var senders []*Conn
+	got := make(chan error, readers)
+	for i := 0; i < readers; i++ {
+		a, b := pair(t)
+		senders = append(senders, a)
+		go func() {
+			_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+			got <- err
+		}()
+	}
+	most := int32(0) // sampled while the readers begin their waits
+	for end := time.Now().Add(kernelSlice / 2); time.Now().Before(end); {
+		time.Sleep(100 * time.Microsecond)
+		most = max(most, kernelWaiters.Load())
+	}
+	if most != 1 {
+		t.Errorf("%d readers waiting with GOMAXPROCS 2: at most %d seen sleeping in ppoll, want 1", readers, most)
+	}
+	for _, a := range senders {
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < readers; i++ {
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("ReadMsg: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of %d waiting reads still waiting 5s after their messages were sent", readers-i, readers)
+		}
+	}
+}
+
+func TestSleepInKernel(t *testing.T) {
+	for _, tc := range []struct {
+		n     int32
+		procs int
+		rest  time.Duration
+		want  bool
+	}{
+		{1, 2, kernelSlice, true},
+		{1, 4, time.Microsecond, true},
+		{3, 4, kernelSlice, true},
+		{1, 1, kernelSlice, false}, // the only P
+		{2, 2, kernelSlice, false}, // the last free P
+		{5, 2, kernelSlice, false},
+		{1, 2, 0, false}, // the slice is used up
+		{1, 2, -time.Millisecond, false},
+	} {
+		if got := sleepInKernel(tc.n, tc.procs, tc.rest); got != tc.want {
+			t.Errorf("sleepInKernel(%d, %d, %v) = %v, want %v", tc.n, tc.procs, tc.rest, got, tc.want)
 		}
 	}
 }

@@ -17,9 +17,10 @@ import (
 // msgOp is the state of one sendmsg or recvmsg call. Ops are pooled and
 // their poller callbacks are bound once, so a call allocates nothing.
 // RDS messages are never sent through x/sys/unix Sendmsg/Recvmsg: those add
-// a hidden byte to an empty payload that carries control data, and
-// mdlayher/socket reports a 0-byte read as EOF, while for RDS a 0-byte
-// message with control data is an ordinary notification.
+// a hidden byte to an empty payload that carries control data (and
+// mdlayher/socket, which the package no longer uses, reports a 0-byte read
+// as EOF), while for RDS a 0-byte message with control data is an ordinary
+// notification.
 type msgOp struct {
 	hdr      unix.Msghdr
 	iov      unix.Iovec

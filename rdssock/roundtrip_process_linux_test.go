@@ -11,7 +11,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/mdlayher/socket"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,15 +118,7 @@ func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv
 	if err := unix.SetNonblock(fd, true); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := socket.New(fd, "unix")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	rc, err := s.SyscallConn()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c := newConn(s, rc)
+	c := newConn(newKfd(fd))
 	return func(b []byte) error { _, err := c.WriteMsg(b, nil, noAddr); return err },
 		func(b []byte) (int, error) { n, _, _, _, err := c.ReadMsg(b, nil); return n, err },
 		func() { c.Close() }

@@ -120,8 +120,8 @@ func zoneIndex(zone string) (uint32, error) {
 	return uint32(ifi.Index), nil
 }
 
-// toSockaddr converts ap for mdlayher/socket calls that take a unix.Sockaddr
-// (bind, connect); they are not on the hot path.
+// toSockaddr converts ap for the calls that take a unix.Sockaddr (bind,
+// connect); they are not on the hot path.
 func toSockaddr(ap netip.AddrPort) (unix.Sockaddr, error) {
 	a := ap.Addr()
 	if !a.IsValid() {
@@ -141,7 +141,7 @@ func toSockaddr(ap netip.AddrPort) (unix.Sockaddr, error) {
 	return sa, nil
 }
 
-// fromSockaddr converts what mdlayher/socket returns (getsockname), with
+// fromSockaddr converts what getsockname returns, with
 // the zone choice of getZone: a socket in another network namespace gets
 // its zone as the index, since looking the name up here would name an
 // unrelated interface, or none.

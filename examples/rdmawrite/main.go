@@ -88,10 +88,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	defer cancel()
 
 	// WaitCongested: a send to a congested port waits instead of
-	// failing. WaitInKernel: the one goroutine that issues and waits
-	// sleeps in the kernel, as a C program's poll loop does.
+	// failing.
 	open := func() (*rdmaops.Conn, error) {
-		sock, err := rdssock.Listen(cfg.local, &rdssock.Config{WaitCongested: true, WaitInKernel: true})
+		sock, err := rdssock.Listen(cfg.local, &rdssock.Config{WaitCongested: true})
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ func ExampleInPeerNamespace() {
 	fmt.Println(err)
 }
 
-// Open the peer namespace for mdlayher/socket's Config.NetNS.
+// Open the peer namespace for rdssock.Config.NetNS.
 func ExamplePeerNamespace() {
 	ns, err := vmtest.PeerNamespace()
 	if err != nil {

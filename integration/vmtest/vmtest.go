@@ -148,7 +148,7 @@ func RemoteAddr6() netip.Addr {
 }
 
 // PeerNamespace opens the peer network namespace. Its FD works as
-// mdlayher/socket Config.NetNS; the caller closes it.
+// rdssock.Config.NetNS; the caller closes it.
 func PeerNamespace() (*netlinkcfg.Namespace, error) {
 	ns, err := netlinkcfg.OpenNamespace(PeerNamespaceName)
 	if err != nil {

@@ -35,9 +35,10 @@ Modes:
 
 Each sender task is one goroutine with one socket: it sends until -depth
 requests are unanswered, then reads an answer, as a C poll loop does, and
-like it waits in the kernel (rdssock.Config.WaitInKernel). Unless
-GOMAXPROCS is set, stress raises it to one more than such goroutines
-(tasks, plus one for a receiver), so that each can wait keeping its P.
+like it sleeps in the kernel while it waits (rdssock's way of waiting for
+a read). Unless GOMAXPROCS is set, stress raises it to one more than such
+goroutines (tasks, plus one for a receiver), so that each can wait
+keeping its P.
 
 RDMA mode (-rdma write or -rdma read, instead of -mode; RDS/IB addresses
 only): the receiver registers -depth buffers of -rdma-size bytes per sender
@@ -306,9 +307,10 @@ func (o *stressOpts) addresses() (lap, dst netip.AddrPort, err error) {
 	return lap, dst, nil
 }
 
-// procs is the GOMAXPROCS a run needs: a goroutine waiting in the kernel
-// keeps its P only while another P stays free (see rdssock's
-// WaitInKernel), so one P per task and for the receiver, and one more.
+// procs is the GOMAXPROCS a run needs: an rdssock read sleeps in the
+// kernel, keeping its P, only while another P stays free (otherwise it
+// parks in the runtime poller, which costs more per message), so one P
+// per task and for the receiver, and one more.
 func (o *stressOpts) procs() int {
 	busy := 1
 	if o.to != "" {

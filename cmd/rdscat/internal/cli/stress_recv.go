@@ -87,7 +87,6 @@ func (o *stressOpts) newReceiver(e *env, lap netip.AddrPort) (*receiver, error) 
 			cfg.ReceiveBuffer = max(4*big, 1<<20)
 		}
 		cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
-		cfg.WaitInKernel = true // the task goroutine waits as a C poll loop does
 	})
 	if err != nil {
 		return nil, err

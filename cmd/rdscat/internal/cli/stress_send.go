@@ -68,7 +68,6 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 				cfg.ReceiveBuffer = need
 			}
 			cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
-			cfg.WaitInKernel = true // the task goroutine waits as a C poll loop does
 		})
 		if err != nil {
 			s.close()

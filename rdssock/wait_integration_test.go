@@ -16,24 +16,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestIntegrationWaitInKernel: Conns that wait in the kernel
-// (Config.WaitInKernel) over RDS/TCP, the echo side created in the peer
-// namespace through Config.NetNS: request/response in order, a read
-// deadline, a canceled context and Close each end a waiting read, and a
-// send waiting for a congested port goes through once the receiver reads.
-func TestIntegrationWaitInKernel(t *testing.T) {
+// TestIntegrationWaiting: how Conns wait, over RDS/TCP, the echo side
+// created in the peer namespace through Config.NetNS: request/response in
+// order (reads sleeping in the kernel), a read deadline, a canceled
+// context and Close each end a waiting read (parked in the runtime poller
+// after kernelSlice), and a send waiting for a congested port goes through
+// once the receiver reads (the congestion monitor's notice wakes it).
+func TestIntegrationWaiting(t *testing.T) {
 	vmtest.Require(t)
 	ns, err := vmtest.PeerNamespace()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	echo, err := rdssock.Listen(netip.AddrPortFrom(vmtest.TCPPeer4, 0), &rdssock.Config{WaitInKernel: true, NetNS: ns.FD(), ReceiveBuffer: 64 << 10})
+	echo, err := rdssock.Listen(netip.AddrPortFrom(vmtest.TCPPeer4, 0), &rdssock.Config{NetNS: ns.FD(), ReceiveBuffer: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer echo.Close()
-	c, err := rdssock.Listen(netip.AddrPortFrom(vmtest.TCPLocal4, 0), &rdssock.Config{WaitInKernel: true, WaitCongested: true})
+	c, err := rdssock.Listen(netip.AddrPortFrom(vmtest.TCPLocal4, 0), &rdssock.Config{WaitCongested: true})
 	if err != nil {
 		t.Fatal(err)
 	}

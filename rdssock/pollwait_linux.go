@@ -1,0 +1,156 @@
+//go:build linux
+
+package rdssock
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Waiting in the runtime poller without registering the socket there (see
+// kwait_linux.go for why): a kfd has up to two epoll instances of its own,
+// one for parked reads and one for writes, each registered with the
+// runtime poller. A parked call adds the socket to its instance for the
+// readiness it needs (EPOLLIN, EPOLLOUT) and removes it when it returns,
+// so the socket's wake-ups reach the runtime only while somebody waits for
+// them there. Calls parked on one instance take turns: the runtime
+// serializes them by the instance's read lock.
+//
+// An instance holding the socket reports readiness to the runtime at every
+// wake-up of the socket while the socket has what it was added for. For a
+// write that is what a congested send needs: the congestion monitor's
+// notice wakes the socket, with room in the send buffer (EPOLLOUT) all
+// along, and the send is retried; a full send buffer makes it wait until
+// acknowledgements free room.
+
+// epollFile is an epoll instance registered with the runtime poller.
+type epollFile struct {
+	fd int
+	f  *os.File
+	rc syscall.RawConn
+}
+
+func newEpollFile() (*epollFile, error) {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, os.NewSyscallError("epoll_create1", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(fd), "rds-epoll") // non-blocking: the runtime poller takes it
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &epollFile{fd: fd, f: f, rc: rc}, nil
+}
+
+// epollFor returns the read or write epoll instance, creating it on first
+// use with the deadline in force.
+func (k *kfd) epollFor(write bool) (*epollFile, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closing {
+		return nil, errKfdClosed
+	}
+	p, dl := &k.er, k.rdl
+	if write {
+		p, dl = &k.ew, k.wdl
+	}
+	if *p == nil {
+		e, err := newEpollFile()
+		if err != nil {
+			return nil, err
+		}
+		if !dl.IsZero() {
+			e.f.SetReadDeadline(dl)
+		}
+		*p = e
+	}
+	return *p, nil
+}
+
+// parkedWait runs f until it reports done, parking in the runtime poller
+// between tries. The first try runs inside the poller's loop, after it
+// cleared its readiness, so that no wake-up between a caller's own try
+// and the wait is lost.
+func (k *kfd) parkedWait(f func(fd uintptr) bool, write bool) error {
+	e, err := k.epollFor(write)
+	if err != nil {
+		return err
+	}
+	if !k.acquire() {
+		return errKfdClosed
+	}
+	w := k.getWaiter()
+	w.f, w.ep = f, e.fd
+	if write {
+		err = e.rc.Read(w.tryWrite) // an epoll instance is readable when ready
+	} else {
+		err = e.rc.Read(w.tryRead)
+	}
+	if w.armed {
+		unix.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, k.fd, nil)
+		w.armed = false
+	}
+	if err == nil {
+		err = w.err
+	}
+	w.f, w.err = nil, nil
+	k.putWaiter(w)
+	return err
+}
+
+func (k *kfd) getWaiter() *kwaiter {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.idleWaiterLocked()
+}
+
+// idleWaiterLocked takes a waiter from the pool or makes one (without an
+// eventfd: a sleep in ppoll adds one).
+func (k *kfd) idleWaiterLocked() *kwaiter {
+	if n := len(k.idle); n > 0 {
+		w := k.idle[n-1]
+		k.idle = k.idle[:n-1]
+		return w
+	}
+	w := &kwaiter{efd: -1, k: k}
+	w.tryRead, w.tryWrite = w.doRead, w.doWrite
+	return w
+}
+
+// putWaiter returns w to the pool and releases the call's reference.
+func (k *kfd) putWaiter(w *kwaiter) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.idle = append(k.idle, w)
+	k.releaseLocked()
+}
+
+func (w *kwaiter) doRead(uintptr) bool  { return w.try(unix.EPOLLIN) }
+func (w *kwaiter) doWrite(uintptr) bool { return w.try(unix.EPOLLOUT) }
+
+// try runs the call's function on the socket; if it is not done, it makes
+// sure the socket is in the epoll instance for events. If that fails, it
+// reports done with w.err set.
+func (w *kwaiter) try(events uint32) bool {
+	fd := w.k.fd
+	if w.f(uintptr(fd)) {
+		return true
+	}
+	if !w.armed {
+		ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
+		if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
+			w.err = os.NewSyscallError("epoll_ctl", err)
+			return true
+		}
+		w.armed = true
+	}
+	return false
+}
