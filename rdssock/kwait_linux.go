@@ -69,6 +69,7 @@ type kwaiter struct {
 	k                 *kfd
 	f                 func(fd uintptr) bool
 	tryRead, tryWrite func(uintptr) bool // bound to doRead and doWrite
+	disarm            func(uintptr)      // bound to doDisarm
 	ep                int                // the epoll instance it parks on
 	armed             bool               // the socket is in that instance
 	err               error

@@ -95,7 +95,9 @@ func (k *kfd) parkedWait(f func(fd uintptr) bool, write bool) error {
 		err = e.rc.Read(w.tryRead)
 	}
 	if w.armed {
-		unix.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, k.fd, nil)
+		// Through Control: Close may have closed the instance meanwhile
+		// (and the socket left it with it).
+		e.rc.Control(w.disarm)
 		w.armed = false
 	}
 	if err == nil {
@@ -121,7 +123,7 @@ func (k *kfd) idleWaiterLocked() *kwaiter {
 		return w
 	}
 	w := &kwaiter{efd: -1, k: k}
-	w.tryRead, w.tryWrite = w.doRead, w.doWrite
+	w.tryRead, w.tryWrite, w.disarm = w.doRead, w.doWrite, w.doDisarm
 	return w
 }
 
@@ -134,6 +136,7 @@ func (k *kfd) putWaiter(w *kwaiter) {
 }
 
 func (w *kwaiter) doRead(uintptr) bool  { return w.try(unix.EPOLLIN) }
+func (w *kwaiter) doDisarm(ep uintptr)  { unix.EpollCtl(int(ep), unix.EPOLL_CTL_DEL, w.k.fd, nil) }
 func (w *kwaiter) doWrite(uintptr) bool { return w.try(unix.EPOLLOUT) }
 
 // try runs the call's function on the socket; if it is not done, it makes

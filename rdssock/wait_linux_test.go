@@ -5,8 +5,10 @@ package rdssock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -96,11 +98,22 @@ func TestCloseUnblocksReadsWithAndWithoutContext(t *testing.T) {
 }
 
 // TestAllocWaitingRead: a receive that finds nothing and waits for the
-// peer's answer allocates nothing, with or without a context.
+// peer's answer allocates nothing, with or without a context, whether it
+// sleeps in ppoll or parks in the runtime poller (GOMAXPROCS 1: a sleep
+// there would hold the only P).
 func TestAllocWaitingRead(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items; allocation counts are meaningless")
 	}
+	for _, procs := range []int{4, 1} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			testAllocWaitingRead(t)
+		})
+	}
+}
+
+func testAllocWaitingRead(t *testing.T) {
 	a, b := pair(t)
 	go func() {
 		buf := make([]byte, 64)
