@@ -597,16 +597,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) (tally, string) {
 		code func(int) bool
 		want []string // substrings the combined output must contain
 		slow bool     // runs beside the others instead of after them
-		dir  string   // working directory of rdsvm (where rdsvm.json is looked up)
-	}
-	// A package directory asking for two VMs.
-	twoVMDir, err := os.MkdirTemp("", "rdstest-twovm-")
-	if err == nil {
-		defer os.RemoveAll(twoVMDir)
-		err = os.WriteFile(filepath.Join(twoVMDir, "rdsvm.json"), []byte(`{"vms": 2}`), 0o644)
-	}
-	if err != nil {
-		return tally{failed: 1}, fmt.Sprintf("--- FAIL: rdsvm self-tests: %v\n", err)
+		vms  int      // VMs asked for in rdsvm.json (0: rdsvm's default)
 	}
 	var wg sync.WaitGroup
 	checks := []check{
@@ -639,7 +630,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) (tally, string) {
 		},
 		{
 			name: "a failing peer VM fails the two-VM run",
-			dir:  twoVMDir,
+			vms:  2,
 			args: []string{"peer", "4"},
 			code: func(c int) bool { return c == 4 },
 			want: []string{"selfcheck: role main of 2 VMs exiting with 0",
@@ -647,7 +638,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) (tally, string) {
 		},
 		{
 			name: "a peer VM hanging after the main VM finished is stopped",
-			dir:  twoVMDir,
+			vms:  2,
 			env:  []string{"RDSVM_GRACE=20s"},
 			args: []string{"peerhang"},
 			slow: true,
@@ -661,6 +652,24 @@ func selfTests(rdsvm, selfcheck, kern, release string) (tally, string) {
 			code: func(c int) bool { return c != 0 },
 			want: []string{"without reporting an exit status", "the guest kernel panicked: Kernel panic - not syncing"},
 		},
+	}
+	// Each check runs rdsvm in a directory of its own: rdsvm names the
+	// console logs after the working directory, and checks running side
+	// by side must not write the same log (a hang check once read the
+	// tail of another check's log).
+	dirs := make([]string, len(checks))
+	for i, c := range checks {
+		dir, err := os.MkdirTemp("", fmt.Sprintf("rdstest-selfcheck%d-", i))
+		if err == nil {
+			defer os.RemoveAll(dir)
+			if c.vms != 0 {
+				err = os.WriteFile(filepath.Join(dir, "rdsvm.json"), fmt.Appendf(nil, `{"vms": %d}`, c.vms), 0o644)
+			}
+		}
+		if err != nil {
+			return tally{failed: 1}, fmt.Sprintf("--- FAIL: rdsvm self-tests: %v\n", err)
+		}
+		dirs[i] = dir
 	}
 	var t tally
 	outputs := make([]string, len(checks))
@@ -679,7 +688,7 @@ func selfTests(rdsvm, selfcheck, kern, release string) (tally, string) {
 			}
 			t0 := time.Now()
 			cmd := exec.Command(rdsvm, append([]string{selfcheck}, c.args...)...)
-			cmd.Dir = c.dir
+			cmd.Dir = dirs[i]
 			cmd.Env = append(append(os.Environ(), "RDSVM_KERNEL="+kern), c.env...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
