@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 )
@@ -53,9 +54,9 @@ type deadlineMux struct {
 	mu      sync.Mutex
 	set     func(time.Time) error // the socket's SetReadDeadline or SetWriteDeadline
 	user    time.Time             // set with SetDeadline/SetReadDeadline/SetWriteDeadline
-	waiters map[*ctxWaiter]struct{}
-	applied time.Time // what the poller has; zero: no deadline
-	stale   bool      // applied is left from waiters that are gone
+	waiters []*ctxWaiter          // a few at most, so a slice
+	applied time.Time             // what the poller has; zero: no deadline
+	stale   bool                  // applied is left from waiters that are gone
 
 	watched   <-chan struct{} // the Done channel watched by stopWatch's registration
 	stopWatch func() bool
@@ -97,7 +98,7 @@ func (m *deadlineMux) userDeadline() time.Time {
 
 func (m *deadlineMux) applyLocked() error {
 	d := m.user
-	for w := range m.waiters {
+	for _, w := range m.waiters {
 		switch {
 		case w.done:
 			return m.setLocked(aLongTimeAgo)
@@ -138,10 +139,7 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
 	w.deadline, _ = ctx.Deadline()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.waiters == nil {
-		m.waiters = make(map[*ctxWaiter]struct{})
-	}
-	m.waiters[w] = struct{}{}
+	m.waiters = append(m.waiters, w)
 	w.gen++
 	switch {
 	case w.doneCh == m.watched:
@@ -177,7 +175,7 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 	if m.watched != done {
 		return // replaced meanwhile
 	}
-	for w := range m.waiters {
+	for _, w := range m.waiters {
 		if w.standing {
 			w.done = true
 		}
@@ -188,7 +186,7 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 func (m *deadlineMux) end(w *ctxWaiter, gen uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, waiting := m.waiters[w]; !waiting || w.gen != gen {
+	if !slices.Contains(m.waiters, w) || w.gen != gen {
 		return // that call is over
 	}
 	w.done = true
@@ -201,7 +199,7 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	delete(m.waiters, w)
+	m.waiters = removeWaiter(m.waiters, w)
 	if w.standing {
 		m.watchers--
 	}

@@ -55,9 +55,9 @@ type kfd struct {
 	closing  bool          // Close was called: no new calls
 	drained  chan struct{} // closed by the last call out once closing
 	rdl, wdl time.Time     // deadlines in force; zero: none
-	waiting  map[*kwaiter]struct{}
-	idle     []*kwaiter // waiters gone, for reuse
-	er, ew   *epollFile // epoll instances for parked reads and writes, once used
+	waiting  []*kwaiter    // sleeping in ppoll; a few at most, so a slice
+	idle     []*kwaiter    // waiters gone, for reuse
+	er, ew   *epollFile    // epoll instances for parked reads and writes, once used
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -102,7 +102,7 @@ func sleepInKernel(n int32, procs int, rest time.Duration) bool {
 }
 
 func newKfd(fd int) *kfd {
-	return &kfd{fd: fd, waiting: make(map[*kwaiter]struct{})}
+	return &kfd{fd: fd}
 }
 
 func (k *kfd) acquire() bool {
@@ -225,7 +225,7 @@ func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 		}
 		w.efd = efd
 	}
-	k.waiting[w] = struct{}{}
+	k.waiting = append(k.waiting, w)
 	return w, timeout, nil
 }
 
@@ -234,16 +234,31 @@ func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 func (k *kfd) leave(w *kwaiter) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	delete(k.waiting, w)
+	k.waiting = removeWaiter(k.waiting, w)
 	k.idle = append(k.idle, w)
 	k.releaseLocked()
+}
+
+// removeWaiter deletes w from ws, which holds it once, without keeping the
+// order.
+func removeWaiter[W comparable](ws []W, w W) []W {
+	for i, x := range ws {
+		if x == w {
+			last := len(ws) - 1
+			ws[i] = ws[last]
+			var zero W
+			ws[last] = zero
+			return ws[:last]
+		}
+	}
+	return ws
 }
 
 // wakeLocked makes every waiter's ppoll return.
 func (k *kfd) wakeLocked() {
 	var one [8]byte
 	binary.NativeEndian.PutUint64(one[:], 1) // an eventfd counts in host byte order
-	for w := range k.waiting {
+	for _, w := range k.waiting {
 		unix.Write(w.efd, one[:])
 	}
 }
