@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-rds/rds/barrier"
+	"golang.org/x/sys/unix"
 )
 
 func TestRDMAPattern(t *testing.T) {
@@ -139,5 +141,30 @@ func TestRDMAStatusSummary(t *testing.T) {
 		"  verify    96 READs checked, 1 wrong\n"
 	if sb.String() != want {
 		t.Errorf("summary\n%q, want\n%q", sb.String(), want)
+	}
+}
+
+// TestMonoNowIsClockMonotonic: stress stamps messages with monoNow, which
+// reads CLOCK_MONOTONIC through the runtime's clock; it must stay within a
+// little of the system call's reading, before and after a sleep.
+func TestMonoNowIsClockMonotonic(t *testing.T) {
+	sys := func() int64 {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+			t.Fatal(err)
+		}
+		return ts.Nano()
+	}
+	for i := range 3 {
+		if i > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		before := sys()
+		m := monoNow()
+		after := sys()
+		const slack = int64(time.Millisecond)
+		if m < before-slack || m > after+slack {
+			t.Fatalf("monoNow %d, CLOCK_MONOTONIC %d..%d", m, before, after)
+		}
 	}
 }
