@@ -47,14 +47,18 @@ type receiver struct {
 
 	msgs, bytes, acks atomic.Uint64 // live counters
 
-	mu       sync.Mutex
-	runs     map[uint32]*recvRun
-	streams  map[streamKey]*recvStream
-	finished int
-	seqErrs  uint64
-	foreign  uint64
-	rdma     map[streamKey]*rdmaStream
-	rejected uint64
+	mu      sync.Mutex
+	runs    map[uint32]*recvRun
+	streams map[streamKey]*recvStream
+	// the stream of the last message counted, so that a run's messages
+	// skip the map's hashing (r.mu; streams are never deleted)
+	lastKey    streamKey
+	lastStream *recvStream
+	finished   int
+	seqErrs    uint64
+	foreign    uint64
+	rdma       map[streamKey]*rdmaStream
+	rejected   uint64
 
 	// RDMA mode: registered memory and its limits (see stress_rdma.go).
 	rdmaMu     sync.Mutex // serialises the streams' pools: the serve loop and the idle sweep
@@ -220,11 +224,15 @@ func (r *receiver) addForeign() {
 
 // stream returns the stream of key, new if it has none; r.mu is held.
 func (r *receiver) stream(key streamKey) *recvStream {
+	if r.lastStream != nil && key == r.lastKey {
+		return r.lastStream
+	}
 	s := r.streams[key]
 	if s == nil {
 		s = &recvStream{}
 		r.streams[key] = s
 	}
+	r.lastKey, r.lastStream = key, s
 	return s
 }
 
