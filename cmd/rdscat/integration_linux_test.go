@@ -200,12 +200,14 @@ type stressJSON struct {
 		} `json:"rdma"`
 	} `json:"sender"`
 	Receiver *struct {
-		Transport     string `json:"transport"`
-		Received      uint64 `json:"received"`
-		ReceivedBytes uint64 `json:"received_bytes"`
-		TasksFinished int    `json:"tasks_finished"`
-		SeqErrors     uint64 `json:"seq_errors"`
-		Foreign       uint64 `json:"foreign"`
+		Transport     string   `json:"transport"`
+		Ports         int      `json:"ports"`
+		PerPort       []uint64 `json:"received_per_port"`
+		Received      uint64   `json:"received"`
+		ReceivedBytes uint64   `json:"received_bytes"`
+		TasksFinished int      `json:"tasks_finished"`
+		SeqErrors     uint64   `json:"seq_errors"`
+		Foreign       uint64   `json:"foreign"`
 		RDMA          *struct {
 			Tasks         int    `json:"tasks"`
 			Buffers       uint64 `json:"buffers"`
@@ -234,17 +236,19 @@ func decodeStress(t *testing.T, what string, b []byte) stressJSON {
 // sender's completed operations and bytes, the receiver's buffers were
 // registered once at warm-up (registrations equal buffers), the sender
 // registered nothing, and every transfer's bytes were checked (by the
-// receiver for WRITE, by the sender for READ).
+// receiver for WRITE, by the sender for READ). WRITE runs with -ports 2,
+// a receiving socket per task, each counting its task's operations.
 func TestRdscatStressRDMA(t *testing.T) {
 	requireVM(t)
 	const tasks, depth = 2, 4
 	for i, op := range []string{"write", "read"} {
 		t.Run(op, func(t *testing.T) {
-			port := 4820 + i
+			port := 4820 + 2*i
+			ports := map[string]string{"write": "2", "read": "1"}[op]
 			dir := t.TempDir()
 			ready := filepath.Join(dir, "ready")
 			var rout, rerr bytes.Buffer
-			recv := rdscatCmd(t, "stress", "-rdma", op, "-listen", fmt.Sprintf("%v:%d", vmtest.IBAddr2, port), "-once", "-json", "-timeout", "60s", "-ready", ready)
+			recv := rdscatCmd(t, "stress", "-rdma", op, "-listen", fmt.Sprintf("%v:%d", vmtest.IBAddr2, port), "-ports", ports, "-once", "-json", "-timeout", "60s", "-ready", ready)
 			recv.Stdout, recv.Stderr = &rout, &rerr
 			if err := recv.Start(); err != nil {
 				t.Fatal(err)
@@ -254,7 +258,7 @@ func TestRdscatStressRDMA(t *testing.T) {
 
 			send := rdscatCmd(t, "stress", "-rdma", op, "-rdma-size", "8k", "-verify",
 				"-to", fmt.Sprintf("%v:%d", vmtest.IBAddr2, port), "-from", vmtest.IBAddr1.String(),
-				"-tasks", fmt.Sprint(tasks), "-depth", fmt.Sprint(depth), "-duration", "3s", "-timeout", "30s", "-json")
+				"-tasks", fmt.Sprint(tasks), "-ports", ports, "-depth", fmt.Sprint(depth), "-duration", "3s", "-timeout", "30s", "-json")
 			var sout, serr bytes.Buffer
 			send.Stdout, send.Stderr = &sout, &serr
 			sendErr := send.Run()
@@ -297,6 +301,9 @@ func TestRdscatStressRDMA(t *testing.T) {
 			check("receiver buffers", rr.RDMA.Buffers, uint64(tasks*depth))
 			check("receiver registrations (warm-up only)", rr.RDMA.Registrations, uint64(tasks*depth))
 			check("receiver bogus", rr.RDMA.Bogus, uint64(0))
+			if ports == "2" {
+				checkPerPort(t, rr.PerPort, 2, rr.Received)
+			}
 			if op == "write" {
 				check("receiver verified", rr.RDMA.Verified, sr.Sent)
 				check("receiver verify_errors", rr.RDMA.VerifyErrors, uint64(0))
@@ -307,6 +314,64 @@ func TestRdscatStressRDMA(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkPerPort checks a receiver's messages per port: n ports, each with
+// some, together total.
+func checkPerPort(t *testing.T, per []uint64, n int, total uint64) {
+	t.Helper()
+	var sum uint64
+	for _, c := range per {
+		if c == 0 {
+			t.Errorf("a port received nothing: %v", per)
+		}
+		sum += c
+	}
+	if len(per) != n || sum != total {
+		t.Errorf("messages per port %v: want %d ports summing to %d", per, n, total)
+	}
+}
+
+// TestRdscatStressPorts runs an rr stress over RDS/TCP between two
+// namespaces with a receiver alone on three ports (-ports 3) and a sender
+// whose three tasks each send to one of them: every request is answered,
+// counted once, in order, and each port counted its task's requests.
+func TestRdscatStressPorts(t *testing.T) {
+	requireVM(t)
+	const port, ports = 4840, 3
+	ready := filepath.Join(t.TempDir(), "ready")
+	var rout, rerr bytes.Buffer
+	recv := rdscatCmd(t, "stress", "-netns", vmtest.PeerNamespaceName, "-listen", fmt.Sprintf("%v:%d", vmtest.TCPPeer4, port),
+		"-ports", fmt.Sprint(ports), "-size", "256", "-once", "-json", "-timeout", "60s", "-ready", ready)
+	recv.Stdout, recv.Stderr = &rout, &rerr
+	if err := recv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer recv.Process.Kill()
+	waitReady(t, ready, recv, &rerr)
+	send := rdscatCmd(t, "stress", "-to", fmt.Sprintf("%v:%d", vmtest.TCPPeer4, port), "-from", vmtest.TCPLocal4.String(),
+		"-tasks", fmt.Sprint(ports), "-ports", fmt.Sprint(ports), "-depth", "4", "-size", "256", "-duration", "2s", "-timeout", "30s", "-json")
+	var sout, serr bytes.Buffer
+	send.Stdout, send.Stderr = &sout, &serr
+	sendErr := send.Run()
+	recvErr := recv.Wait()
+	if sendErr != nil || recvErr != nil {
+		t.Fatalf("sender: %v\n%s%s\nreceiver: %v\n%s%s", sendErr, sout.String(), serr.String(), recvErr, rout.String(), rerr.String())
+	}
+	sr := decodeStress(t, "sender", sout.Bytes()).Sender
+	rr := decodeStress(t, "receiver", rout.Bytes()).Receiver
+	if sr == nil || rr == nil {
+		t.Fatalf("summaries without sender or receiver:\n%s\n%s", sout.String(), rout.String())
+	}
+	t.Logf("%d requests answered; per port %v", sr.Acked, rr.PerPort)
+	if sr.Sent < 30 || sr.Acked != sr.Sent || !sr.CountsMatch || sr.Errors != 0 {
+		t.Errorf("sender: %d sent, %d answered, counts match %v, %d errors", sr.Sent, sr.Acked, sr.CountsMatch, sr.Errors)
+	}
+	if rr.Received != sr.Sent || rr.TasksFinished != ports || rr.SeqErrors != 0 || rr.Foreign != 0 || rr.Ports != ports {
+		t.Errorf("receiver: %d received of %d, %d tasks finished, %d sequence errors, %d foreign, %d ports",
+			rr.Received, sr.Sent, rr.TasksFinished, rr.SeqErrors, rr.Foreign, rr.Ports)
+	}
+	checkPerPort(t, rr.PerPort, ports, rr.Received)
 }
 
 // TestRdscatStressRDMANotIB: RDMA mode on an RDS/TCP address fails with

@@ -114,3 +114,46 @@ func TestParseTransport(t *testing.T) {
 		}
 	}
 }
+
+// TestStressPorts: -ports N puts the receiver on N consecutive ports and
+// spreads the sender's tasks over them; the first port must be given and
+// the last must exist.
+func TestStressPorts(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"-listen", "10.0.0.2:4000", "-ports", "4"}, true},
+		{[]string{"-to", "10.0.0.2:4000", "-ports", "4"}, true},
+		{[]string{"-listen", "10.0.0.2:0"}, true},
+		{[]string{"-listen", "10.0.0.2:0", "-ports", "2"}, false},
+		{[]string{"-listen", "10.0.0.2:65534", "-ports", "2"}, true},
+		{[]string{"-listen", "10.0.0.2:65535", "-ports", "2"}, false},
+		{[]string{"-to", "10.0.0.2:65535", "-ports", "2"}, false},
+		{[]string{"-to", "10.0.0.2:4000", "-ports", "0"}, false},
+	} {
+		fs := flag.NewFlagSet("stress", flag.ContinueOnError)
+		o := &stressOpts{fs: fs}
+		o.register(fs)
+		if err := fs.Parse(append(c.args, "-size", "64", "-ack-size", "64")); err != nil {
+			t.Fatal(err)
+		}
+		err := o.checkLimits()
+		if err == nil {
+			_, _, err = o.addresses()
+		}
+		var u *usageError
+		if c.ok != (err == nil) || (err != nil && !errors.As(err, &u)) {
+			t.Errorf("%v: %v, want ok %v (or a usage error)", c.args, err, c.ok)
+		}
+	}
+	dst := netip.MustParseAddrPort("10.0.0.2:4000")
+	for i, want := range []uint16{4000, 4001, 4002, 4000, 4001} {
+		if got := taskDest(dst, i, 3); got != netip.AddrPortFrom(dst.Addr(), want) {
+			t.Errorf("task %d of 3 ports: %v, want port %d", i, got, want)
+		}
+	}
+	if got := taskDest(dst, 5, 1); got != dst {
+		t.Errorf("task 5 of 1 port: %v, want %v", got, dst)
+	}
+}

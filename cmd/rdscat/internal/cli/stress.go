@@ -37,8 +37,14 @@ Each sender task is one goroutine with one socket: it sends until -depth
 requests are unanswered, then reads an answer, as a C poll loop does, and
 like it sleeps in the kernel while it waits (rdssock's way of waiting for
 a read). Unless GOMAXPROCS is set, stress raises it to one more than such
-goroutines (tasks, plus one for a receiver), so that each can wait
+goroutines (tasks, plus one per receiver port), so that each can wait
 keeping its P.
+
+A receiver reads one socket with one goroutine. With -ports N it listens
+on N consecutive ports from its PORT, each with a socket and a goroutine
+of its own, and a sender given the same -ports sends task i to PORT + i
+mod N: with -tasks N as well, each task has a receiving goroutine of its
+own, the way a C tool forks one process per task on both sides.
 
 RDMA mode (-rdma write or -rdma read, instead of -mode; RDS/IB addresses
 only): the receiver registers -depth buffers of -rdma-size bytes per sender
@@ -74,6 +80,8 @@ Examples:
   rdscat stress -listen 10.0.0.2:4000                         receiver, runs until interrupted
   rdscat stress -listen 10.0.0.2:4000 -duration 1m            receiver, stops after a minute
   rdscat stress -to 10.0.0.2:4000 -tasks 4 -depth 8 -duration 10s
+  rdscat stress -listen 10.0.0.2:4000 -ports 4                 receiver on ports 4000 to 4003
+  rdscat stress -to 10.0.0.2:4000 -ports 4 -tasks 4 -depth 8   a task to each of them
   rdscat stress -to 10.0.0.2:4000 -mode oneway -size 64k -json
   rdscat stress -listen 127.0.0.1:4000 -to 127.0.0.1:4000 -duration 3s
   rdscat stress -listen 10.0.0.2:4000 -listen-netns peer -to 10.0.0.2:4000 -from 10.0.0.1
@@ -101,6 +109,7 @@ type stressOpts struct {
 	from        string
 	mode        string
 	tasks       int
+	ports       int
 	depth       int
 	size        sizeValue
 	ackSize     sizeValue
@@ -128,6 +137,7 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.from, "from", "", "sender's source `ADDR` (default: the route's source address)")
 	fs.StringVar(&o.mode, "mode", "rr", "rr (request/response) or oneway")
 	fs.IntVar(&o.tasks, "tasks", 1, "sender sockets running in parallel")
+	fs.IntVar(&o.ports, "ports", 1, "the receiver's consecutive ports from its PORT: it listens on each with a socket and goroutine of its own, and sender task i sends to PORT + i mod `N` (use the same N on both sides; -tasks N spreads the receiving work over CPUs as one process per task does)")
 	fs.IntVar(&o.depth, "depth", 1, "requests in flight per task (rr)")
 	fs.Var(&o.size, "size", fmt.Sprintf("request or message size in `BYTES` (%d to 1m)", stressHeader))
 	fs.Var(&o.ackSize, "ack-size", "ack size in `BYTES` (rr)")
@@ -231,7 +241,7 @@ func (o *stressOpts) run(e *env, args []string) error {
 		if recv, err = o.newReceiver(e, lap); err != nil {
 			return err
 		}
-		defer recv.c.Close()
+		defer recv.close()
 	}
 	var snd *sender
 	if o.to != "" {
@@ -281,6 +291,8 @@ func (o *stressOpts) checkLimits() error {
 		return usagef("bad -mode %q: want rr or oneway", o.mode)
 	case o.tasks < 1 || o.tasks > 1024:
 		return usagef("-tasks %d: want 1 to 1024", o.tasks)
+	case o.ports < 1 || o.ports > 1024:
+		return usagef("-ports %d: want 1 to 1024", o.ports)
 	case o.depth < 1 || o.depth > 4096:
 		return usagef("-depth %d: want 1 to 4096", o.depth)
 	case o.size < stressHeader || o.ackSize < stressHeader:
@@ -307,6 +319,9 @@ func (o *stressOpts) addresses() (lap, dst netip.AddrPort, err error) {
 			return lap, dst, err
 		}
 	}
+	if err := o.checkPorts(lap, dst); err != nil {
+		return lap, dst, err
+	}
 	if o.rdma != "" {
 		for _, a := range []netip.AddrPort{lap, dst} {
 			if a.IsValid() && a.Addr().Unmap().IsLoopback() {
@@ -315,6 +330,23 @@ func (o *stressOpts) addresses() (lap, dst netip.AddrPort, err error) {
 		}
 	}
 	return lap, dst, nil
+}
+
+// checkPorts checks that -ports consecutive ports fit after the -listen
+// and -to ports, and that a receiver on several ports names its first.
+func (o *stressOpts) checkPorts(lap, dst netip.AddrPort) error {
+	if o.ports == 1 {
+		return nil
+	}
+	if lap.IsValid() && lap.Port() == 0 {
+		return usagef("-ports %d needs the receiver's first port: -listen ADDR:PORT with a PORT other than 0", o.ports)
+	}
+	for _, a := range []netip.AddrPort{lap, dst} {
+		if a.IsValid() && int(a.Port())+o.ports-1 > 65535 {
+			return usagef("-ports %d from port %d goes past 65535", o.ports, a.Port())
+		}
+	}
+	return nil
 }
 
 // procs is the GOMAXPROCS a run needs: an rdssock read sleeps in the
@@ -327,7 +359,7 @@ func (o *stressOpts) procs() int {
 		busy += o.tasks
 	}
 	if o.listen != "" {
-		busy++
+		busy += o.ports
 	}
 	return busy
 }

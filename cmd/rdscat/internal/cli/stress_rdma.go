@@ -170,6 +170,7 @@ func rdmaTransportError(ap netip.AddrPort, tr rdssock.Transport) error {
 
 // rdmaStream is the receiver's state for one sender task in RDMA mode.
 type rdmaStream struct {
+	port     *recvPort // whose socket the sender's messages come in on
 	pool     *rdmaops.Pool
 	bytes    int64     // registered while pool is open: buffers × page-rounded size
 	last     time.Time // the last message of this stream (rdmaMu)
@@ -233,7 +234,8 @@ func (g *stressRegistrar) Deregister(ck cmsg.Cookie, flags cmsg.Flags) error {
 
 // rdmaHello sets up the buffers for a sender task, or tells it why not.
 // Only a failure to answer is returned as an error.
-func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []byte, from netip.AddrPort) error {
+func (p *recvPort) rdmaHello(ctx context.Context, e *env, h stressHdr, body []byte, from netip.AddrPort) error {
+	r := p.receiver
 	r.rdmaMu.Lock()
 	defer r.rdmaMu.Unlock()
 	key := streamKey{h.run, h.task, from}
@@ -249,11 +251,11 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 		reason = checkHello(op, size, int(h.aux))
 	}
 	if reason == "" {
-		if tr, err := r.c.Transport(); err != nil || tr != rdssock.TransportIB {
-			reason = fmt.Sprintf("the receiver's address %v uses the %v transport: RDMA needs an IB address (RDS_TRANS_IB)", r.c.LocalAddrPort(), tr)
+		if tr, err := p.c.Transport(); err != nil || tr != rdssock.TransportIB {
+			reason = fmt.Sprintf("the receiver's address %v uses the %v transport: RDMA needs an IB address (RDS_TRANS_IB)", p.c.LocalAddrPort(), tr)
 		}
 	}
-	st := &rdmaStream{op: op, size: size, verify: verify, buffers: int(h.aux), last: time.Now()}
+	st := &rdmaStream{port: p, op: op, size: size, verify: verify, buffers: int(h.aux), last: time.Now()}
 	reserved := false
 	if reason == "" {
 		st.bytes = int64(st.buffers) * int64(pageRound(size))
@@ -269,10 +271,10 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 		r.mu.Unlock()
 	}
 	if reason == "" {
-		if r.rc == nil {
-			r.rc = rdmaops.New(r.c, nil, nil)
+		if p.rc == nil {
+			p.rc = rdmaops.New(p.c, nil, nil)
 		}
-		reg := &stressRegistrar{c: r.rc, to: from, hdr: stressHdr{task: h.task, run: h.run}, stride: pageRound(size), st: st, mrs: map[cmsg.Cookie]*rdmaops.MR{}}
+		reg := &stressRegistrar{c: p.rc, to: from, hdr: stressHdr{task: h.task, run: h.run}, stride: pageRound(size), st: st, mrs: map[cmsg.Cookie]*rdmaops.MR{}}
 		flags := cmsg.Flags(0)
 		if op == rdmaOpWrite {
 			flags = cmsg.FlagReadWrite
@@ -308,7 +310,7 @@ func (r *receiver) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 		if len(msg) > 4000 {
 			msg = msg[:4000]
 		}
-		return sendRetry(e, r.c, msg, from, 10*time.Second)
+		return sendRetry(e, p.c, msg, from, 10*time.Second)
 	}
 	r.mu.Lock()
 	r.rdma[key] = st
@@ -377,7 +379,7 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, erro
 	}
 	var msg [stressHeader]byte
 	c.put(msg[:])
-	return true, sendRetry(e, r.c, msg[:], from, 10*time.Second)
+	return true, sendRetry(e, st.port.c, msg[:], from, 10*time.Second)
 }
 
 // closeRDMA frees the buffers of one stream (its sender is done with
@@ -436,6 +438,7 @@ func (r *receiver) expireIdle(now time.Time) {
 	defer r.rdmaMu.Unlock()
 	type note struct {
 		key   streamKey
+		c     *rdssock.Conn
 		bytes int64
 		quiet time.Duration
 	}
@@ -448,7 +451,7 @@ func (r *receiver) expireIdle(now time.Time) {
 		r.freeStream(st)
 		st.idle = true
 		r.idleFreed++
-		freed = append(freed, note{k, st.bytes, now.Sub(st.last)})
+		freed = append(freed, note{k, st.port.c, st.bytes, now.Sub(st.last)})
 	}
 	total := r.regBytes
 	r.mu.Unlock()
@@ -458,7 +461,7 @@ func (r *receiver) expireIdle(now time.Time) {
 		msg := make([]byte, stressHeader, stressHeader+len(reason))
 		(&stressHdr{typ: typeRDMAReject, task: f.key.task, run: f.key.run}).put(msg)
 		msg = append(msg, reason...)
-		_, _ = r.c.WriteMsg(msg, nil, f.key.from)
+		_, _ = f.c.WriteMsg(msg, nil, f.key.from)
 	}
 }
 
@@ -633,7 +636,7 @@ func (rt *rdmaTask) rdmaReleased(c barrier.Completion) {
 // notices itself) when every slot is busy.
 func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o := s.o
-	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
+	if _, err := warmUp(e, &o.sock, t.c, t.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
 	if tr, err := t.c.Transport(); err != nil || tr != rdssock.TransportIB {
@@ -657,7 +660,7 @@ func (s *sender) runRDMATask(ctx, sendCtx context.Context, e *env, t *senderTask
 	}
 	if err != nil {
 		s.errs.Add(1)
-		return fmt.Errorf("task %d: %w", t.id, explain(err, s.dst))
+		return fmt.Errorf("task %d: %w", t.id, explain(err, t.dst))
 	}
 	if ctx.Err() != nil {
 		return nil // interrupted
@@ -671,7 +674,7 @@ func (s *sender) rdmaAskBuffers(ctx context.Context, e *env, t *senderTask, op u
 	o, rt := s.o, t.rdma
 	var hb [helloLen]byte
 	hello := putHello(hb[:], stressHdr{typ: typeRDMAHello, task: t.id, run: s.runID, aux: uint32(o.depth)}, op, o.verify, int(o.rdmaSize))
-	if err := sendRetry(e, t.c, hello, s.dst, o.timeout); err != nil {
+	if err := sendRetry(e, t.c, hello, t.dst, o.timeout); err != nil {
 		return false, fmt.Errorf("task %d: hello: %w", t.id, err)
 	}
 	hctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -682,7 +685,7 @@ func (s *sender) rdmaAskBuffers(ctx context.Context, e *env, t *senderTask, op u
 			case ctx.Err() != nil:
 				return true, nil
 			case hctx.Err() != nil:
-				return false, timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, s.dst, o.timeout)
+				return false, timeoutf("task %d: the receiver at %v announced no RDMA buffers within %v (is it rdscat stress -listen on an IB address?)", t.id, t.dst, o.timeout)
 			}
 			return false, fmt.Errorf("task %d: waiting for the receiver's buffers: %w", t.id, err)
 		}
@@ -744,7 +747,7 @@ loop:
 		// socket has Config.WaitCongested). If it fails, the tracker
 		// completed the operation as not sent and its slot is free
 		// again; the credit is still ours.
-		if _, err = rt.rc.Do(sendCtx, s.dst, rop); err != nil {
+		if _, err = rt.rc.Do(sendCtx, t.dst, rop); err != nil {
 			break
 		}
 		if o.verify {
@@ -839,7 +842,7 @@ func (s *sender) readRDMA(ctx context.Context, t *senderTask, buf []byte) error 
 			}
 			return err
 		}
-		if m.N == 0 || m.From != s.dst {
+		if m.N == 0 || m.From != t.dst {
 			continue
 		}
 		var h stressHdr

@@ -16,9 +16,10 @@ import (
 	"github.com/go-rds/rds/rdssock"
 )
 
-// The receiving end of rdscat stress (-listen): one goroutine reads the
-// socket, counts each sender task's stream, answers requests and fins, and
-// serves RDMA senders (stress_rdma.go).
+// The receiving end of rdscat stress (-listen): one socket per port
+// (-ports) and one goroutine per socket that reads it, counts each sender
+// task's stream, answers requests and fins, and serves RDMA senders
+// (stress_rdma.go). The counts are shared by all ports.
 
 // streamKey names one sender task's stream of one run.
 type streamKey struct {
@@ -40,8 +41,7 @@ type recvRun struct {
 }
 
 type receiver struct {
-	c     *rdssock.Conn
-	rc    *rdmaops.Conn // RDMA mode: registers the pools' buffers
+	ports []*recvPort
 	once  bool
 	start time.Time
 
@@ -74,71 +74,154 @@ type receiver struct {
 	doneOnce   sync.Once
 }
 
-// newReceiver binds the receiver's socket on lap (in -listen-netns if
-// given), writes the -ready file, and says where it listens when it runs
-// alone.
+// recvPort is one of the receiver's sockets with what its goroutine
+// needs: answers go out on the socket the request came in on.
+type recvPort struct {
+	*receiver
+	c        *rdssock.Conn
+	rc       *rdmaops.Conn // RDMA mode: registers the pools' buffers
+	received atomic.Uint64 // the stress messages counted on this port
+}
+
+// newReceiver binds the receiver's sockets on lap and the -ports after it
+// (in -listen-netns if given), writes the -ready file, and says where it
+// listens when it runs alone.
 func (o *stressOpts) newReceiver(e *env, lap netip.AddrPort) (*receiver, error) {
 	sf := o.sock
 	if o.listenNetns != "" {
 		sf.netns = o.listenNetns
 	}
 	big := max(int(o.size), int(o.ackSize))
-	c, err := sf.listen(lap, func(cfg *rdssock.Config) {
-		if cfg.SendBuffer == 0 {
-			cfg.SendBuffer = bufferFor(big)
-		}
-		if cfg.ReceiveBuffer == 0 {
-			cfg.ReceiveBuffer = max(4*big, 1<<20)
-		}
-		cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := o.receiverReady(c); err != nil {
-		c.Close()
-		return nil, err
-	}
-	r := &receiver{c: c, once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
+	r := &receiver{once: o.once || o.to != "", start: time.Now(), runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{},
 		rdmaMaxMem: int64(o.rdmaMaxMem), rdmaIdle: o.rdmaIdle, log: e.stderr, standalone: o.to == ""}
-	if o.to == "" {
-		tr, _ := c.Transport()
-		if !o.json {
-			fmt.Fprintf(e.stdout, "stress receiver on %v (transport %v)\n", c.LocalAddrPort(), tr)
+	for i := range max(o.ports, 1) {
+		c, err := sf.listen(taskDest(lap, i, o.ports), func(cfg *rdssock.Config) {
+			if cfg.SendBuffer == 0 {
+				cfg.SendBuffer = bufferFor(big)
+			}
+			if cfg.ReceiveBuffer == 0 {
+				cfg.ReceiveBuffer = max(4*big, 1<<20)
+			}
+			cfg.ForceBuffers = cfg.ForceBuffers || isRoot()
+		})
+		if err == nil {
+			err = o.checkRDMAReceiver(c)
 		}
+		if err != nil {
+			if c != nil {
+				c.Close()
+			}
+			r.close()
+			return nil, err
+		}
+		r.ports = append(r.ports, &recvPort{receiver: r, c: c})
+	}
+	first := r.ports[0].c
+	if o.ready != "" {
+		if err := writeFileAtomic(o.ready, first.LocalAddrPort().String()+"\n"); err != nil {
+			r.close()
+			return nil, err
+		}
+	}
+	if o.to == "" && !o.json {
+		tr, _ := first.Transport()
+		ports := ""
+		if len(r.ports) > 1 {
+			ports = fmt.Sprintf(" and the %d ports after it", len(r.ports)-1)
+		}
+		fmt.Fprintf(e.stdout, "stress receiver on %v%s (transport %v)\n", first.LocalAddrPort(), ports, tr)
 	}
 	return r, nil
 }
 
-// receiverReady checks that an RDMA receiver's socket runs over IB, and
-// writes the bound address to the -ready file.
-func (o *stressOpts) receiverReady(c *rdssock.Conn) error {
+// perPort returns the messages counted on each port, or nil for one port.
+func (r *receiver) perPort() []uint64 {
+	if len(r.ports) < 2 {
+		return nil
+	}
+	n := make([]uint64, len(r.ports))
+	for i, p := range r.ports {
+		n[i] = p.received.Load()
+	}
+	return n
+}
+
+// close closes the receiver's sockets.
+func (r *receiver) close() {
+	for _, p := range r.ports {
+		p.c.Close()
+	}
+}
+
+// checkRDMAReceiver checks that an RDMA receiver's socket runs over IB.
+func (o *stressOpts) checkRDMAReceiver(c *rdssock.Conn) error {
 	if o.rdma != "" {
 		if tr, err := c.Transport(); err != nil || tr != rdssock.TransportIB {
 			return rdmaTransportError(c.LocalAddrPort(), tr)
 		}
 	}
-	if o.ready != "" {
-		return writeFileAtomic(o.ready, c.LocalAddrPort().String()+"\n")
-	}
 	return nil
 }
 
 // serve receives until ctx is done, -once is satisfied, or duration (when
-// positive) has passed.
+// positive) has passed: one goroutine per port, this one for the first.
+// When one port's goroutine stops (the run is over, or it failed) the
+// others stop too. After a run that -once ends, every port waits until the
+// answers it sent have been acknowledged, so that closing it loses none.
 func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) error {
 	ctx, end := r.begin(ctx, duration)
 	defer end()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(r.ports))
+	for _, p := range r.ports[1:] {
+		go func() {
+			err := p.serve(ctx, e)
+			cancel()
+			errs <- err
+		}()
+	}
+	err := r.ports[0].serve(ctx, e)
+	cancel()
+	for range r.ports[1:] {
+		if perr := <-errs; err == nil {
+			err = perr
+		}
+	}
+	if err != nil || !r.runDone() {
+		return err
+	}
+	for _, p := range r.ports {
+		if err := drain(e, p.c, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runDone reports whether a run that -once waits for is over.
+func (r *receiver) runDone() bool {
+	select {
+	case <-r.allDone:
+		return true
+	default:
+		return false
+	}
+}
+
+// serve reads port p until ctx is done or a run that -once waits for is
+// over.
+func (p *recvPort) serve(ctx context.Context, e *env) error {
 	buf := make([]byte, maxMessage+1)
 	ack := make([]byte, maxMessage)
 	for {
-		n, _, _, from, err := r.c.ReadMsgContext(ctx, buf, nil, 0)
+		n, _, _, from, err := p.c.ReadMsgContext(ctx, buf, nil, 0)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			if errors.Is(err, rdssock.ErrTruncated) {
-				r.addForeign()
+				p.addForeign()
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -148,10 +231,10 @@ func (r *receiver) serve(ctx context.Context, e *env, duration time.Duration) er
 		}
 		var h stressHdr
 		if !h.parse(buf[:n]) {
-			r.addForeign()
+			p.addForeign()
 			continue
 		}
-		if stop, err := r.handle(ctx, e, h, buf[:n], from, ack); stop {
+		if stop, err := p.handle(ctx, e, h, buf[:n], from, ack); stop {
 			return err
 		}
 	}
@@ -183,26 +266,27 @@ func (r *receiver) begin(ctx context.Context, duration time.Duration) (_ context
 
 // handle takes one stress message, msg with header h, from from. stop
 // says that serve is done, returning err.
-func (r *receiver) handle(ctx context.Context, e *env, h stressHdr, msg []byte, from netip.AddrPort, ack []byte) (stop bool, err error) {
+func (p *recvPort) handle(ctx context.Context, e *env, h stressHdr, msg []byte, from netip.AddrPort, ack []byte) (stop bool, err error) {
 	key := streamKey{h.run, h.task, from}
 	switch h.typ {
 	case typeRDMAHello:
-		if err := r.rdmaHello(ctx, e, h, msg, from); err != nil {
+		if err := p.rdmaHello(ctx, e, h, msg, from); err != nil {
 			return true, unlessDone(ctx, fmt.Errorf("RDMA hello from %v: %w", from, err))
 		}
 	case typeRDMAImm:
-		if err := r.countImm(e, h, key, from); err != nil {
+		if err := p.countImm(e, h, key, from); err != nil {
 			return true, unlessDone(ctx, fmt.Errorf("RDMA credit to %v: %w", from, err))
 		}
 	case typeData, typeReq:
-		r.count(key, h.seq, uint64(len(msg)))
+		p.count(key, h.seq, uint64(len(msg)))
+		p.received.Add(1)
 		if h.typ == typeReq {
-			if err := r.answer(e, h, from, ack); err != nil {
+			if err := p.answer(e, h, from, ack); err != nil {
 				return true, unlessDone(ctx, fmt.Errorf("ack to %v: %w", from, err))
 			}
 		}
 	case typeFin:
-		return r.fin(e, h, key, from, ack)
+		return p.fin(e, h, key, from, ack)
 	}
 	return false, nil
 }
@@ -257,7 +341,8 @@ func (r *receiver) count(key streamKey, seq, n uint64) {
 // countImm takes the immediate data of an RDMA operation (rdmaImm) and
 // counts the operation on stream key with its transfer size; immediate
 // data for no registered buffer is foreign.
-func (r *receiver) countImm(e *env, h stressHdr, key streamKey, from netip.AddrPort) error {
+func (p *recvPort) countImm(e *env, h stressHdr, key streamKey, from netip.AddrPort) error {
+	r := p.receiver
 	known, err := r.rdmaImm(e, h, from)
 	if err != nil {
 		return err
@@ -272,38 +357,39 @@ func (r *receiver) countImm(e *env, h stressHdr, key streamKey, from netip.AddrP
 	r.mu.Unlock()
 	r.msgs.Add(1)
 	r.bytes.Add(uint64(size))
+	p.received.Add(1)
 	return nil
 }
 
 // answer sends the ack of request h to from, of the size h asks for.
-func (r *receiver) answer(e *env, h stressHdr, from netip.AddrPort, ack []byte) error {
+func (p *recvPort) answer(e *env, h stressHdr, from netip.AddrPort, ack []byte) error {
 	size := min(max(int(h.aux), stressHeader), maxMessage)
 	a := stressHdr{typ: typeAck, task: h.task, run: h.run, seq: h.seq, ts: h.ts}
 	a.put(ack)
-	if err := sendRetry(e, r.c, ack[:size], from, 10*time.Second); err != nil {
+	if err := sendRetry(e, p.c, ack[:size], from, 10*time.Second); err != nil {
 		return err
 	}
-	r.acks.Add(1)
+	p.acks.Add(1)
 	return nil
 }
 
 // fin answers a sender task's fin h with the count of its stream key, its
 // sequence errors and (RDMA) the WRITEs that landed wrong, and frees the
-// stream's RDMA buffers. With -once, serve stops after the run's last fin.
-func (r *receiver) fin(e *env, h stressHdr, key streamKey, from netip.AddrPort, ack []byte) (stop bool, err error) {
-	counted, seqErrs, badData, runDone := r.finStream(h, key)
+// stream's RDMA buffers. With -once, serve stops after the run's last fin
+// (and waits for the answers to be acknowledged).
+func (p *recvPort) fin(e *env, h stressHdr, key streamKey, from netip.AddrPort, ack []byte) (stop bool, err error) {
+	counted, seqErrs, badData, runDone := p.finStream(h, key)
 	a := stressHdr{typ: typeFinAck, task: h.task, run: h.run, seq: counted, aux: uint32(min(seqErrs, 1<<32-1)), ts: badData}
 	a.put(ack)
-	if err := sendRetry(e, r.c, ack[:stressHeader], from, 10*time.Second); err != nil {
+	if err := sendRetry(e, p.c, ack[:stressHeader], from, 10*time.Second); err != nil {
 		return true, fmt.Errorf("count to %v: %w", from, err)
 	}
-	r.closeRDMA(&key) // the sender's operations are all complete
-	if !runDone || !r.once {
+	p.closeRDMA(&key) // the sender's operations are all complete
+	if !runDone || !p.once {
 		return false, nil
 	}
-	r.doneOnce.Do(func() { close(r.allDone) })
-	// The fin acks must reach the senders before the socket closes.
-	return true, drain(e, r.c, 10*time.Second)
+	p.doneOnce.Do(func() { close(p.allDone) })
+	return true, nil
 }
 
 // finStream marks stream key finished (its first fin counts for the run)

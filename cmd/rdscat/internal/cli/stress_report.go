@@ -63,6 +63,8 @@ type latencyReport struct {
 
 type receiverReport struct {
 	Address       string              `json:"address"`
+	Ports         int                 `json:"ports"`                       // consecutive ports from Address's (-ports)
+	PerPort       []uint64            `json:"received_per_port,omitempty"` // with several ports: Received of each
 	Transport     string              `json:"transport"`
 	Seconds       float64             `json:"seconds"`
 	Received      uint64              `json:"received"`
@@ -112,9 +114,12 @@ func (r *receiver) report() *receiverReport {
 		end = time.Now()
 	}
 	secs := end.Sub(r.start).Seconds()
-	tr, _ := r.c.Transport()
+	first := r.ports[0].c
+	tr, _ := first.Transport()
 	rep := &receiverReport{
-		Address:       r.c.LocalAddrPort().String(),
+		Address:       first.LocalAddrPort().String(),
+		Ports:         len(r.ports),
+		PerPort:       r.perPort(),
 		Transport:     tr.String(),
 		Seconds:       secs,
 		Received:      r.msgs.Load(),
@@ -293,6 +298,9 @@ func printStress(w io.Writer, rep *stressReport) {
 	if r := rep.Receiver; r != nil {
 		fmt.Fprintf(w, "receiver %s (%s): %d messages, %d bytes in %.2f s (%.0f msg/s, %.2f MB/s), %d acks sent, %d runs, %d tasks finished, %d sequence errors, %d foreign\n",
 			r.Address, r.Transport, r.Received, r.ReceivedBytes, r.Seconds, r.MsgsPerSec, r.MBPerSec, r.Acks, r.Runs, r.TasksFinished, r.SeqErrors, r.Foreign)
+		if len(r.PerPort) > 0 {
+			fmt.Fprintf(w, "  ports     %d from %s, messages on each: %v\n", r.Ports, r.Address, r.PerPort)
+		}
 		if x := r.RDMA; x != nil {
 			fmt.Fprintf(w, "  rdma      %d tasks, %d buffers, %d registrations, %d verified, %d verify errors, %d bogus, %d rejected, %d freed idle\n",
 				x.Tasks, x.Buffers, x.Registrations, x.Verified, x.VerifyErrors, x.Bogus, x.Rejected, x.IdleFreed)

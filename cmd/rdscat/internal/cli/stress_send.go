@@ -23,6 +23,7 @@ import (
 type senderTask struct {
 	id      uint16
 	c       *rdssock.Conn
+	dst     netip.AddrPort  // the receiver's port for this task (-ports)
 	hist    *hist.Histogram // written by the task's goroutine only
 	sent    uint64
 	acked   atomic.Uint64
@@ -39,6 +40,12 @@ type sender struct {
 	end   atomic.Int64 // UnixNano when the last task stopped sending
 
 	msgs, bytes, congested, errs, inflight atomic.Uint64
+}
+
+// taskDest is where task i sends: the receiver's port plus i modulo its
+// number of ports (-ports).
+func taskDest(dst netip.AddrPort, i, ports int) netip.AddrPort {
+	return netip.AddrPortFrom(dst.Addr(), dst.Port()+uint16(i%max(ports, 1)))
 }
 
 func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
@@ -73,7 +80,7 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 			s.close()
 			return nil, err
 		}
-		t := &senderTask{id: uint16(i), c: c, hist: hist.New(7)}
+		t := &senderTask{id: uint16(i), c: c, dst: taskDest(dst, i, o.ports), hist: hist.New(7)}
 		s.tasks = append(s.tasks, t)
 		if o.rdma != "" {
 			if err := o.newRDMATask(s, t); err != nil {
@@ -126,7 +133,7 @@ func (s *sender) run(ctx context.Context, e *env) error {
 // so no message is handed between goroutines.
 func (s *sender) runTask(ctx, sendCtx context.Context, e *env, t *senderTask) error {
 	o := s.o
-	if _, err := warmUp(e, &o.sock, t.c, s.dst.Addr(), o.warmup); err != nil {
+	if _, err := warmUp(e, &o.sock, t.c, t.dst.Addr(), o.warmup); err != nil {
 		return fmt.Errorf("task %d: warm-up ping: %w", t.id, err)
 	}
 	unanswered, err := s.sendAll(sendCtx, t)
@@ -180,7 +187,7 @@ func (s *sender) sendAll(sendCtx context.Context, t *senderTask) (unanswered int
 		}
 		h := stressHdr{typ: typ, task: t.id, run: s.runID, seq: t.sent, ts: monoNow(), aux: uint32(o.ackSize)}
 		h.put(msg)
-		if err = sendWait(sendCtx, t.c, msg, s.dst, 0, &s.congested); err != nil {
+		if err = sendWait(sendCtx, t.c, msg, t.dst, 0, &s.congested); err != nil {
 			break
 		}
 		t.sent++
@@ -216,7 +223,7 @@ func (s *sender) finish(ctx context.Context, e *env, t *senderTask, sent uint64,
 	fin := make([]byte, stressHeader)
 	h := stressHdr{typ: typeFin, task: t.id, run: s.runID, seq: sent, aux: uint32(len(s.tasks))}
 	h.put(fin)
-	if err := sendRetry(e, t.c, fin, s.dst, o.timeout); err != nil {
+	if err := sendRetry(e, t.c, fin, t.dst, o.timeout); err != nil {
 		return fmt.Errorf("task %d: send count: %w", t.id, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -261,7 +268,7 @@ func (s *sender) readAnswers(ctx context.Context, t *senderTask, ms []rdssock.Me
 		for i := range ms[:n] {
 			m := &ms[i]
 			var h stressHdr
-			if m.Addr != s.dst || !h.parse(m.Buffer[:min(m.N, len(m.Buffer))]) || h.run != s.runID || h.task != t.id || h.typ != typeAck {
+			if m.Addr != t.dst || !h.parse(m.Buffer[:min(m.N, len(m.Buffer))]) || h.run != s.runID || h.task != t.id || h.typ != typeAck {
 				continue
 			}
 			t.hist.Record(uint64(max(monoNow()-h.ts, 0)))
@@ -287,7 +294,7 @@ func (s *sender) readTask(ctx context.Context, t *senderTask, buf []byte, want u
 			}
 			return stressHdr{}, err
 		}
-		if from != s.dst {
+		if from != t.dst {
 			continue
 		}
 		var h stressHdr
