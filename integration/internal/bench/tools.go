@@ -167,6 +167,12 @@ func (w ToolWorkload) RdscatArgs(r toolRun) (receiver, sender []string) {
 	}
 	sender = []string{"stress", "-to", r.Receiver.String(), "-from", r.Sender.String(), "-tasks", strconv.Itoa(w.Tasks), "-depth", strconv.Itoa(w.Depth),
 		"-duration", r.Duration.String(), "-json", "-q"}
+	if w.Tasks > 1 {
+		// A receiving socket and goroutine per task, as the C tool
+		// has a passive process per task.
+		receiver = append(receiver, "-ports", strconv.Itoa(w.Tasks))
+		sender = append(sender, "-ports", strconv.Itoa(w.Tasks))
+	}
 	switch w.Mode {
 	case ToolRR:
 		sender = append(sender, "-mode", "rr", "-size", strconv.Itoa(w.Size), "-ack-size", strconv.Itoa(w.Size))

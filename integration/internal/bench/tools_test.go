@@ -98,12 +98,12 @@ func TestToolArgs(t *testing.T) {
 		}
 	}
 	ra, sa := rr.RdscatArgs(run)
-	for _, want := range []string{"stress -listen 10.11.0.2:20010 -once -json -q -ready /tmp/ready", "-netns rdspeer", "-size 1024"} {
+	for _, want := range []string{"stress -listen 10.11.0.2:20010 -once -json -q -ready /tmp/ready", "-netns rdspeer", "-size 1024", "-ports 4"} {
 		if !strings.Contains(strings.Join(ra, " "), want) {
 			t.Errorf("rdscat receiver %q lacks %q", ra, want)
 		}
 	}
-	for _, want := range []string{"stress -to 10.11.0.2:20010 -from 10.11.0.1 -tasks 4 -depth 8 -duration 4.5s", "-mode rr -size 1024 -ack-size 1024"} {
+	for _, want := range []string{"stress -to 10.11.0.2:20010 -from 10.11.0.1 -tasks 4 -depth 8 -duration 4.5s", "-mode rr -size 1024 -ack-size 1024", "-ports 4"} {
 		if !strings.Contains(strings.Join(sa, " "), want) {
 			t.Errorf("rdscat sender %q lacks %q", sa, want)
 		}
@@ -119,8 +119,8 @@ func TestToolArgs(t *testing.T) {
 		t.Errorf("C RDMA active %q", aa)
 	}
 	ra, sa = rd.RdscatArgs(ib)
-	if j := strings.Join(ra, " "); strings.Contains(j, "-size") || strings.Contains(j, "-netns") {
-		t.Errorf("rdscat RDMA receiver %q: want neither -size nor -netns", ra)
+	if j := strings.Join(ra, " "); strings.Contains(j, "-size") || strings.Contains(j, "-netns") || strings.Contains(j, "-ports") {
+		t.Errorf("rdscat RDMA receiver %q: want neither -size nor -netns, and one port for one task", ra)
 	}
 	// rdscat refuses -mode and -size together with -rdma.
 	if j := strings.Join(sa, " "); !strings.Contains(j, "-rdma read -rdma-size 4096") || strings.Contains(j, "-mode") || strings.Contains(j, " -size") {
