@@ -42,6 +42,11 @@ type sender struct {
 	msgs, bytes, congested, errs, inflight atomic.Uint64
 }
 
+// defaultSendRoom is what RDS lets a socket queue with the kernel's default
+// send buffer: half of net.core.wmem_default (212992 bytes on Linux;
+// rds_sk_sndbuf in net/rds/af_rds.c). Setting SO_SNDBUF to n gives n.
+const defaultSendRoom = 212992 / 2
+
 // taskDest is where task i sends: the receiver's port plus i modulo its
 // number of ports (-ports).
 func taskDest(dst netip.AddrPort, i, ports int) netip.AddrPort {
@@ -65,8 +70,11 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 	big := max(int(o.size), int(o.ackSize))
 	for i := range o.tasks {
 		c, err := o.sock.listen(netip.AddrPortFrom(src, 0), func(cfg *rdssock.Config) {
-			if cfg.SendBuffer == 0 {
-				cfg.SendBuffer = max(bufferFor(big), 2*o.depth*int(o.size))
+			// Room for every request in flight, but never less than
+			// the kernel's default: a smaller buffer only makes the
+			// sender wait (it held two 4 KiB messages of -mode oneway).
+			if need := max(bufferFor(big), 2*o.depth*int(o.size)); cfg.SendBuffer == 0 && need > defaultSendRoom {
+				cfg.SendBuffer = need
 			}
 			// Room for every answer in flight (rr): a task reads none
 			// while its send waits for a congested receiver, and the
