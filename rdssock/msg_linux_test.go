@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-rds/rds/cmsg"
 	"golang.org/x/sys/unix"
 )
 
@@ -364,6 +365,48 @@ func BenchmarkWriteReadMsgSyscallBaseline(b *testing.B) {
 		}
 		if _, _, e := unix.RawSyscall(unix.SYS_RECVMSG, yfd, uintptr(unsafe.Pointer(&rhdr)), 0); e != 0 {
 			b.Fatal(e)
+		}
+	}
+}
+
+// TestRegistersMemory: only a send whose control data holds an
+// RDS_CMSG_RDMA_MAP goes through Syscall; the walk over the headers stops
+// at one that does not fit.
+func TestRegistersMemory(t *testing.T) {
+	build := func(f func(b *cmsg.Builder)) []byte {
+		b := cmsg.NewBuilder(nil)
+		f(&b)
+		out, err := b.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	args := func(b *cmsg.Builder) {
+		b.RDMAArgs(cmsg.RDMAArgs{Cookie: 1, Remote: cmsg.IOVec{Bytes: 8}, LocalVecAddr: 4096, NumLocal: 1})
+	}
+	mapping := func(b *cmsg.Builder) { b.RDMAMap(cmsg.MapArgs{Vec: cmsg.IOVec{Addr: 4096, Bytes: 8}}) }
+	for _, c := range []struct {
+		name string
+		ctl  []byte
+		want bool
+	}{
+		{"none", nil, false},
+		{"RDMA args", build(args), false},
+		{"RDMA dest", build(func(b *cmsg.Builder) { b.RDMADest(7) }), false},
+		{"RDMA map", build(mapping), true},
+		{"args then map", build(func(b *cmsg.Builder) { args(b); mapping(b) }), true},
+		{"map then args", build(func(b *cmsg.Builder) { mapping(b); args(b) }), true},
+		{"header cut short", build(mapping)[:unix.SizeofCmsghdr-1], false},
+		{"length past the end", func() []byte { b := build(mapping); return b[:len(b)-8] }(), false},
+	} {
+		var h unix.Msghdr
+		if len(c.ctl) > 0 {
+			h.Control = &c.ctl[0]
+			h.SetControllen(len(c.ctl))
+		}
+		if got := registersMemory(&h); got != c.want {
+			t.Errorf("%s: registersMemory = %v, want %v", c.name, got, c.want)
 		}
 	}
 }
