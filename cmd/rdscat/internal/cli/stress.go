@@ -352,7 +352,7 @@ func (o *stressOpts) checkPorts(lap, dst netip.AddrPort) error {
 // procs is the GOMAXPROCS a run needs: an rdssock read sleeps in the
 // kernel, keeping its P, only while another P stays free (otherwise it
 // parks in the runtime poller, which costs more per message), so one P
-// per task and for the receiver, and one more.
+// per task and per receiver port, and one more.
 func (o *stressOpts) procs() int {
 	busy := 1
 	if o.to != "" {
