@@ -70,8 +70,8 @@ type kwaiter struct {
 	f                 func(fd uintptr) bool
 	tryRead, tryWrite func(uintptr) bool // bound to doRead and doWrite
 	disarm            func(uintptr)      // bound to doDisarm
-	ep                int                // the epoll instance it parks on
-	armed             bool               // the socket is in that instance
+	e                 *epollFile         // the epoll instance it parks on
+	armed             bool               // it holds the socket in that instance
 	err               error
 }
 

@@ -216,6 +216,47 @@ func TestWaitersBeyondThePsPark(t *testing.T) {
 	}
 }
 
+// TestParkedReadersShareASocket: goroutines reading one socket beyond the
+// ones sleeping in ppoll park, and take turns on the socket's epoll
+// instance; one that lets go of the socket after the next took its turn
+// must not take the socket out from under it, nor may the next fail to
+// add it (concurrency on 7.2 in CI failed with "epoll_ctl: file exists"
+// before the instance counted its holders).
+func TestParkedReadersShareASocket(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	a, b := pair(t)
+	const readers, each = 8, 150
+	errs := make(chan error, readers)
+	for range readers {
+		go func() {
+			buf := make([]byte, 8)
+			for range each {
+				if _, _, _, _, err := b.ReadMsg(buf, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range readers * each {
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Microsecond) // readers wait, park and wake in between
+	}
+	for range readers {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatalf("ReadMsg: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a parked reader missed its messages: still waiting 10s after all were sent")
+		}
+	}
+}
+
 func TestSleepInKernel(t *testing.T) {
 	for _, tc := range []struct {
 		n     int32

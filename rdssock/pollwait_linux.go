@@ -4,6 +4,7 @@ package rdssock
 
 import (
 	"os"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -12,11 +13,13 @@ import (
 // Waiting in the runtime poller without registering the socket there (see
 // kwait_linux.go for why): a kfd has up to two epoll instances of its own,
 // one for parked reads and one for writes, each registered with the
-// runtime poller. A parked call adds the socket to its instance for the
-// readiness it needs (EPOLLIN, EPOLLOUT) and removes it when it returns,
-// so the socket's wake-ups reach the runtime only while somebody waits for
-// them there. Calls parked on one instance take turns: the runtime
-// serializes them by the instance's read lock.
+// runtime poller. A parked call makes sure the socket is in its instance
+// for the readiness it needs (EPOLLIN, EPOLLOUT) and lets go of it when it
+// returns; the socket leaves the instance when the last call holding it
+// has let go, so the socket's wake-ups reach the runtime only while
+// somebody waits for them there. Calls parked on one instance take turns
+// (the runtime serializes them by the instance's read lock), but one lets
+// go after the next may have taken its turn, hence the count.
 //
 // An instance holding the socket reports readiness to the runtime at every
 // wake-up of the socket while the socket has what it was added for. For a
@@ -30,6 +33,34 @@ type epollFile struct {
 	fd int
 	f  *os.File
 	rc syscall.RawConn
+
+	mu      sync.Mutex
+	holders int // parked calls that hold the socket in the instance
+}
+
+// hold adds the socket sfd to the instance for events unless a parked call
+// already holds it there.
+func (e *epollFile) hold(sfd int, events uint32) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.holders == 0 {
+		ev := unix.EpollEvent{Events: events, Fd: int32(sfd)}
+		if err := unix.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, sfd, &ev); err != nil {
+			return os.NewSyscallError("epoll_ctl", err)
+		}
+	}
+	e.holders++
+	return nil
+}
+
+// letGo removes the socket sfd from the instance when the last parked call
+// holding it lets go.
+func (e *epollFile) letGo(sfd int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.holders--; e.holders == 0 {
+		unix.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, sfd, nil)
+	}
 }
 
 func newEpollFile() (*epollFile, error) {
@@ -88,7 +119,7 @@ func (k *kfd) parkedWait(f func(fd uintptr) bool, write bool) error {
 		return errKfdClosed
 	}
 	w := k.getWaiter()
-	w.f, w.ep = f, e.fd
+	w.f, w.e = f, e
 	if write {
 		err = e.rc.Read(w.tryWrite) // an epoll instance is readable when ready
 	} else {
@@ -103,7 +134,7 @@ func (k *kfd) parkedWait(f func(fd uintptr) bool, write bool) error {
 	if err == nil {
 		err = w.err
 	}
-	w.f, w.err = nil, nil
+	w.f, w.e, w.err = nil, nil, nil
 	k.putWaiter(w)
 	return err
 }
@@ -136,7 +167,7 @@ func (k *kfd) putWaiter(w *kwaiter) {
 }
 
 func (w *kwaiter) doRead(uintptr) bool  { return w.try(unix.EPOLLIN) }
-func (w *kwaiter) doDisarm(ep uintptr)  { unix.EpollCtl(int(ep), unix.EPOLL_CTL_DEL, w.k.fd, nil) }
+func (w *kwaiter) doDisarm(uintptr)     { w.e.letGo(w.k.fd) }
 func (w *kwaiter) doWrite(uintptr) bool { return w.try(unix.EPOLLOUT) }
 
 // try runs the call's function on the socket; if it is not done, it makes
@@ -148,9 +179,8 @@ func (w *kwaiter) try(events uint32) bool {
 		return true
 	}
 	if !w.armed {
-		ev := unix.EpollEvent{Events: events, Fd: int32(fd)}
-		if err := unix.EpollCtl(w.ep, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-			w.err = os.NewSyscallError("epoll_ctl", err)
+		if err := w.e.hold(fd, events); err != nil {
+			w.err = err
 			return true
 		}
 		w.armed = true
