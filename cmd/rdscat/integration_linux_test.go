@@ -256,20 +256,12 @@ func TestRdscatStressRDMA(t *testing.T) {
 			defer recv.Process.Kill()
 			waitReady(t, ready, recv, &rerr)
 
-			send := rdscatCmd(t, "stress", "-rdma", op, "-rdma-size", "8k", "-verify",
+			sj, rj, out := stressEnds(t, recv, &rout, &rerr, "stress", "-rdma", op, "-rdma-size", "8k", "-verify",
 				"-to", fmt.Sprintf("%v:%d", vmtest.IBAddr2, port), "-from", vmtest.IBAddr1.String(),
 				"-tasks", fmt.Sprint(tasks), "-ports", ports, "-depth", fmt.Sprint(depth), "-duration", "3s", "-timeout", "30s", "-json")
-			var sout, serr bytes.Buffer
-			send.Stdout, send.Stderr = &sout, &serr
-			sendErr := send.Run()
-			recvErr := recv.Wait()
-			if sendErr != nil || recvErr != nil {
-				t.Fatalf("sender: %v\n%s%s\nreceiver: %v\n%s%s", sendErr, sout.String(), serr.String(), recvErr, rout.String(), rerr.String())
-			}
-			sr := decodeStress(t, "sender", sout.Bytes()).Sender
-			rr := decodeStress(t, "receiver", rout.Bytes()).Receiver
+			sr, rr := sj.Sender, rj.Receiver
 			if sr == nil || sr.RDMA == nil || rr == nil || rr.RDMA == nil {
-				t.Fatalf("summaries without their RDMA parts:\n%s\n%s", sout.String(), rout.String())
+				t.Fatalf("summaries without their RDMA parts:\n%s", out)
 			}
 			t.Logf("%s: %d ops, %d bytes, %.2f MB/s, p50 %.0f µs, p99 %.0f µs; receiver %+v",
 				sr.Mode, sr.Sent, sr.SentBytes, sr.MBPerSec, sr.Latency.P50, sr.Latency.P99, *rr.RDMA)
@@ -316,6 +308,23 @@ func TestRdscatStressRDMA(t *testing.T) {
 	}
 }
 
+// stressEnds runs an rdscat stress sender with args against the receiver
+// recv (started, its output going to rout and rerr), waits for both, and
+// returns their JSON summaries and both outputs (for messages); either one
+// failing fails the test.
+func stressEnds(t *testing.T, recv *exec.Cmd, rout, rerr *bytes.Buffer, args ...string) (sender, receiver stressJSON, out string) {
+	t.Helper()
+	send := rdscatCmd(t, args...)
+	var sout, serr bytes.Buffer
+	send.Stdout, send.Stderr = &sout, &serr
+	sendErr := send.Run()
+	recvErr := recv.Wait()
+	if sendErr != nil || recvErr != nil {
+		t.Fatalf("sender: %v\n%s%s\nreceiver: %v\n%s%s", sendErr, sout.String(), serr.String(), recvErr, rout.String(), rerr.String())
+	}
+	return decodeStress(t, "sender", sout.Bytes()), decodeStress(t, "receiver", rout.Bytes()), sout.String() + "\n" + rout.String()
+}
+
 // checkPerPort checks a receiver's messages per port: n ports, each with
 // some, together total.
 func checkPerPort(t *testing.T, per []uint64, n int, total uint64) {
@@ -349,19 +358,11 @@ func TestRdscatStressPorts(t *testing.T) {
 	}
 	defer recv.Process.Kill()
 	waitReady(t, ready, recv, &rerr)
-	send := rdscatCmd(t, "stress", "-to", fmt.Sprintf("%v:%d", vmtest.TCPPeer4, port), "-from", vmtest.TCPLocal4.String(),
+	sj, rj, out := stressEnds(t, recv, &rout, &rerr, "stress", "-to", fmt.Sprintf("%v:%d", vmtest.TCPPeer4, port), "-from", vmtest.TCPLocal4.String(),
 		"-tasks", fmt.Sprint(ports), "-ports", fmt.Sprint(ports), "-depth", "4", "-size", "256", "-duration", "2s", "-timeout", "30s", "-json")
-	var sout, serr bytes.Buffer
-	send.Stdout, send.Stderr = &sout, &serr
-	sendErr := send.Run()
-	recvErr := recv.Wait()
-	if sendErr != nil || recvErr != nil {
-		t.Fatalf("sender: %v\n%s%s\nreceiver: %v\n%s%s", sendErr, sout.String(), serr.String(), recvErr, rout.String(), rerr.String())
-	}
-	sr := decodeStress(t, "sender", sout.Bytes()).Sender
-	rr := decodeStress(t, "receiver", rout.Bytes()).Receiver
+	sr, rr := sj.Sender, rj.Receiver
 	if sr == nil || rr == nil {
-		t.Fatalf("summaries without sender or receiver:\n%s\n%s", sout.String(), rout.String())
+		t.Fatalf("summaries without sender or receiver:\n%s", out)
 	}
 	t.Logf("%d requests answered; per port %v", sr.Acked, rr.PerPort)
 	if sr.Sent < 30 || sr.Acked != sr.Sent || !sr.CountsMatch || sr.Errors != 0 {
