@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/internal/rdsabi"
 	"golang.org/x/sys/unix"
 )
@@ -229,35 +230,22 @@ func sendmsg(fd uintptr, hdr *unix.Msghdr, flags int) (int, unix.Errno) {
 }
 
 // registersMemory reports whether the control data of hdr holds an
-// RDS_CMSG_RDMA_MAP message. It walks the headers as the kernel does
-// (CMSG_FIRSTHDR, CMSG_NXTHDR) and stops at the first one that does not
-// fit; a malformed header is left for the kernel to refuse.
+// RDS_CMSG_RDMA_MAP message. A malformed buffer is left for the kernel to
+// refuse.
 func registersMemory(hdr *unix.Msghdr) bool {
 	if hdr.Control == nil {
 		return false
 	}
-	ctl := unsafe.Slice(hdr.Control, hdr.Controllen)
-	for len(ctl) >= unix.SizeofCmsghdr {
-		cm := (*unix.Cmsghdr)(unsafe.Pointer(&ctl[0]))
-		if cm.Len < unix.SizeofCmsghdr || uint64(cm.Len) > uint64(len(ctl)) {
-			return false
+	p := cmsg.NewParser(unsafe.Slice(hdr.Control, hdr.Controllen))
+	for {
+		m, err := p.Next()
+		if err != nil {
+			return false // the end, or a header the kernel will refuse
 		}
-		if cm.Level == solRDS && cm.Type == rdsabi.CmsgRDMAMap {
+		if m.Is(solRDS, rdsabi.CmsgRDMAMap) {
 			return true
 		}
-		next := cmsgAlign(int(cm.Len))
-		if next >= len(ctl) {
-			return false
-		}
-		ctl = ctl[next:]
 	}
-	return false
-}
-
-// cmsgAlign rounds n up to the alignment of control messages (CMSG_ALIGN).
-func cmsgAlign(n int) int {
-	const a = int(unsafe.Sizeof(uintptr(0)))
-	return (n + a - 1) &^ (a - 1)
 }
 
 func writable(fd uintptr) bool {
