@@ -60,16 +60,31 @@ func parseProcStat(line []byte) (procStat, error) {
 // process whose stat already covers all its threads). It reports false if
 // root is not among procs.
 func treeTicks(procs []procStat, root int) (int64, bool) {
-	children := map[int][]int{}
 	byPID := map[int]procStat{}
 	for _, p := range procs {
 		byPID[p.PID] = p
+	}
+	pids, ok := treePIDs(procs, root)
+	var sum int64
+	for _, pid := range pids {
+		sum += byPID[pid].UTime + byPID[pid].STime
+	}
+	return sum, ok
+}
+
+// treePIDs returns root and all its descendants in procs, root first, or
+// false if root is not among them.
+func treePIDs(procs []procStat, root int) ([]int, bool) {
+	children := map[int][]int{}
+	known := map[int]bool{}
+	for _, p := range procs {
+		known[p.PID] = true
 		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
-	if _, ok := byPID[root]; !ok {
-		return 0, false
+	if !known[root] {
+		return nil, false
 	}
-	var sum int64
+	var out []int
 	seen := map[int]bool{}
 	queue := []int{root}
 	for len(queue) > 0 {
@@ -79,11 +94,36 @@ func treeTicks(procs []procStat, root int) (int64, bool) {
 			continue
 		}
 		seen[pid] = true
-		p := byPID[pid]
-		sum += p.UTime + p.STime
+		out = append(out, pid)
 		queue = append(queue, children[pid]...)
 	}
-	return sum, true
+	return out, true
+}
+
+// parseSwitches adds the voluntary and involuntary context switches of
+// one /proc/PID/task/TID/status file to *vol and *invol.
+func parseSwitches(status []byte, vol, invol *int64) error {
+	for _, line := range bytes.Split(status, []byte("\n")) {
+		name, val, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch string(name) {
+		case "voluntary_ctxt_switches":
+			dst = vol
+		case "nonvoluntary_ctxt_switches":
+			dst = invol
+		default:
+			continue
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(val)), 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		*dst += n
+	}
+	return nil
 }
 
 // CPUPerMsg returns the CPU time per message in microseconds for a number

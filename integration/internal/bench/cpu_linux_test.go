@@ -79,3 +79,30 @@ func TestCPUWindow(t *testing.T) {
 		t.Error("a window without the peer's process measured without error")
 	}
 }
+
+func TestSchedUseOfThisProcess(t *testing.T) {
+	// Sleeping is a voluntary switch of the sleeping thread; spinning
+	// is user time.
+	before, err := schedUse(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		time.Sleep(time.Millisecond)
+	}
+	for end := time.Now().Add(150 * time.Millisecond); time.Now().Before(end); {
+	}
+	after, err := schedUse(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after[0].Voluntary < before[0].Voluntary+5 {
+		t.Errorf("voluntary switches went from %d to %d over 5 sleeps", before[0].Voluntary, after[0].Voluntary)
+	}
+	if after[0].UserTicks <= before[0].UserTicks {
+		t.Errorf("user ticks went from %d to %d while it spun for 150 ms", before[0].UserTicks, after[0].UserTicks)
+	}
+	if _, err := schedUse(1 << 30); err == nil {
+		t.Error("schedUse of a process that does not exist succeeded")
+	}
+}

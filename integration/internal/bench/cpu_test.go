@@ -58,3 +58,14 @@ func TestCPUPerMsg(t *testing.T) {
 		t.Error("CPUPerMsg without messages is not NaN")
 	}
 }
+
+func TestParseSwitches(t *testing.T) {
+	status := []byte("Name:\trdscat\nThreads:\t5\nvoluntary_ctxt_switches:\t120\nnonvoluntary_ctxt_switches:\t7\n")
+	vol, invol := int64(3), int64(1)
+	if err := parseSwitches(status, &vol, &invol); err != nil || vol != 123 || invol != 8 {
+		t.Errorf("parseSwitches = %d, %d, %v; want 123, 8, nil", vol, invol, err)
+	}
+	if err := parseSwitches([]byte("voluntary_ctxt_switches:\tmany\n"), &vol, &invol); err == nil {
+		t.Error("parseSwitches took a count that is not a number")
+	}
+}

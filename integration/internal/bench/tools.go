@@ -223,13 +223,32 @@ func ParseStressSummary(out string) (*StressSummary, error) {
 }
 
 // ToolSample is one reading at an edge of the driver's window: the time,
-// the RDS counter of the workload, and the CPU ticks of the sender's and
-// the receiver's process trees.
+// the RDS counter of the workload, and the CPU ticks (user and system) and
+// the rest of the scheduling use of the sender's and the receiver's
+// process trees.
 type ToolSample struct {
 	At       time.Time
 	Count    uint64
 	Sender   int64
 	Receiver int64
+
+	SenderUse, ReceiverUse SchedUse
+}
+
+// SchedUse is what a process tree has used of the scheduler so far: its
+// user time (of the CPU ticks) and its context switches.
+type SchedUse struct {
+	UserTicks              int64
+	Voluntary, Involuntary int64
+}
+
+// PerUnit is the use between readings a and u spread over units: user CPU
+// time in microseconds and switches, per unit.
+func (u SchedUse) PerUnit(a SchedUse, units float64) (userUs, voluntary, involuntary float64) {
+	if units <= 0 {
+		return 0, 0, 0
+	}
+	return CPUPerMsg(u.UserTicks-a.UserTicks, units), float64(u.Voluntary-a.Voluntary) / units, float64(u.Involuntary-a.Involuntary) / units
 }
 
 // ToolMeasure turns the readings at the two edges of a window into the

@@ -80,7 +80,10 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 					rows[i].Go = append(rows[i].Go, v)
 				}
 			}
-			line = append(line, fmt.Sprintf("%s %s %s (own report %s), CPU us/msg %s + %s", impl, fmtNum(m.rate), w.Unit(), fmtNum(m.own), fmtNum(m.cpuSender), fmtNum(m.cpuReceiver)))
+			line = append(line, fmt.Sprintf("%s %s %s (own report %s), CPU us/msg %s (user %s, switches %.2f+%.2f) + %s (user %s, switches %.2f+%.2f)",
+				impl, fmtNum(m.rate), w.Unit(), fmtNum(m.own),
+				fmtNum(m.cpuSender), fmtNum(m.useSender[0]), m.useSender[1], m.useSender[2],
+				fmtNum(m.cpuReceiver), fmtNum(m.useReceiver[0]), m.useReceiver[1], m.useReceiver[2]))
 			if d.cfg.Verbose {
 				d.logf("    %s: %d sent by its own count, %d by the kernel's over the whole run", impl, m.sent, m.counted)
 			}
@@ -101,11 +104,12 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 
 // toolMeasurement is one round of one tool.
 type toolMeasurement struct {
-	rate                   float64 // units per second in the driver's window
-	cpuSender, cpuReceiver float64 // microseconds per unit
-	own                    float64 // the rate the tool reported itself, over its own interval
-	sent                   uint64  // requests, messages or operations the tool says it sent in its whole run
-	counted                uint64  // the kernel's count of them over the whole run (see ToolWorkload.Counter)
+	rate                   float64    // units per second in the driver's window
+	cpuSender, cpuReceiver float64    // microseconds per unit
+	own                    float64    // the rate the tool reported itself, over its own interval
+	sent                   uint64     // requests, messages or operations the tool says it sent in its whole run
+	counted                uint64     // the kernel's count of them over the whole run (see ToolWorkload.Counter)
+	useSender, useReceiver [3]float64 // per unit: user CPU us, voluntary and involuntary switches
 }
 
 // toolOnce runs one tool (rdscat if goTool, else the C baseline) on w: the
@@ -193,7 +197,11 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		if err != nil {
 			return ToolSample{}, fmt.Errorf("CPU time: %w", err)
 		}
-		return ToolSample{At: time.Now(), Count: c, Sender: t[0], Receiver: t[1]}, nil
+		use, err := schedUse(ps.cmd.Process.Pid, pr.cmd.Process.Pid)
+		if err != nil {
+			return ToolSample{}, fmt.Errorf("scheduling use: %w", err)
+		}
+		return ToolSample{At: time.Now(), Count: c, Sender: t[0], Receiver: t[1], SenderUse: use[0], ReceiverUse: use[1]}, nil
 	}
 	a, err := sample()
 	if err != nil {
@@ -247,6 +255,9 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		return m, fmt.Errorf("the kernel counted %d RDMA operations (%s) over the run, the tool says it issued %d", m.counted, counter, m.sent)
 	}
 	m.rate, m.cpuSender, m.cpuReceiver, err = ToolMeasure(w, a, b)
+	units := float64(b.Count-a.Count) / per
+	m.useSender[0], m.useSender[1], m.useSender[2] = b.SenderUse.PerUnit(a.SenderUse, units)
+	m.useReceiver[0], m.useReceiver[1], m.useReceiver[2] = b.ReceiverUse.PerUnit(a.ReceiverUse, units)
 	return m, err
 }
 

@@ -192,6 +192,19 @@ func TestToolMeasure(t *testing.T) {
 	}
 }
 
+func TestSchedUsePerUnit(t *testing.T) {
+	a := SchedUse{UserTicks: 10, Voluntary: 100, Involuntary: 10}
+	// 4000 units: 20 ticks (200 ms) of user time, 8000 + 400 switches.
+	b := SchedUse{UserTicks: 30, Voluntary: 8100, Involuntary: 410}
+	user, vol, invol := b.PerUnit(a, 4000)
+	if math.Abs(user-50) > 1e-9 || vol != 2 || invol != 0.1 {
+		t.Errorf("PerUnit = %v us, %v, %v switches; want 50, 2, 0.1", user, vol, invol)
+	}
+	if user, vol, invol := b.PerUnit(a, 0); user != 0 || vol != 0 || invol != 0 {
+		t.Errorf("PerUnit without units = %v, %v, %v; want zeros", user, vol, invol)
+	}
+}
+
 func TestToolReportRendering(t *testing.T) {
 	rep := &Report{
 		Kernel: "6.1.0-test", Rounds: 2, Warm: time.Second, Window: 2 * time.Second, ToolSlack: 2 * time.Second,
