@@ -4,6 +4,7 @@ package rdssock
 
 import (
 	"net/netip"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,3 +28,15 @@ func socketpairConns() (*Conn, *Conn, error) {
 
 // noAddr sends to the connected peer of a socketpair.
 var noAddr netip.AddrPort
+
+// setGOMAXPROCS sets GOMAXPROCS and the wait path's copy of it at once (the
+// copy otherwise follows within procsEvery waits) and returns the function
+// that restores both.
+func setGOMAXPROCS(n int) (restore func()) {
+	old := runtime.GOMAXPROCS(n)
+	procsSeen.Store(int32(n))
+	return func() {
+		runtime.GOMAXPROCS(old)
+		procsSeen.Store(int32(old))
+	}
+}

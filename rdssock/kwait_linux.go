@@ -101,6 +101,23 @@ func sleepInKernel(n int32, procs int, rest time.Duration) bool {
 	return int(n) < procs && rest > 0
 }
 
+// procs returns GOMAXPROCS as read at most procsEvery calls ago: the
+// runtime reads it under its scheduler lock, which costs more than the
+// rest of a wait's bookkeeping, and it rarely changes.
+func procs() int {
+	if procsCalls.Add(1)%procsEvery == 1 {
+		procsSeen.Store(int32(runtime.GOMAXPROCS(0)))
+	}
+	return int(procsSeen.Load())
+}
+
+const procsEvery = 256
+
+var (
+	procsCalls atomic.Uint32
+	procsSeen  atomic.Int32
+)
+
 func newKfd(fd int) *kfd {
 	return &kfd{fd: fd}
 }
@@ -160,7 +177,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		// the socket retries them.
 		return k.parkedWait(f, true)
 	}
-	var start time.Time // of the first sleep
+	rest := kernelSlice // of the sleeping time this call may spend in ppoll
 	for try := tryFirst; ; try = true {
 		if !k.acquire() {
 			return errKfdClosed
@@ -169,11 +186,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			k.release()
 			return nil
 		}
-		if start.IsZero() {
-			start = time.Now()
-		}
-		rest := kernelSlice - time.Since(start)
-		if !sleepInKernel(kernelWaiters.Add(1), runtime.GOMAXPROCS(0), rest) {
+		if !sleepInKernel(kernelWaiters.Add(1), procs(), rest) {
 			kernelWaiters.Add(-1)
 			k.release()
 			return k.parkedWait(f, false)
@@ -192,6 +205,9 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		// The goroutine keeps its P while it sleeps (see kernelWaiters).
 		_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		kernelWaiters.Add(-1)
+		// Linux's ppoll leaves the time it did not sleep in ts: what the
+		// sleep took needs no clock.
+		rest -= timeout - time.Duration(ts.Nano())
 		if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])

@@ -105,7 +105,7 @@ func TestWaitingReadsLeaveAPFree(t *testing.T) {
 	for _, procs := range []int{1, 2} {
 		for _, readers := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("GOMAXPROCS=%d/readers=%d", procs, readers), func(t *testing.T) {
-				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+				defer setGOMAXPROCS(procs)()
 				var wg sync.WaitGroup
 				var conns []*Conn
 				for i := 0; i < readers; i++ {
@@ -144,7 +144,7 @@ func TestWaitingReadsLeaveAPFree(t *testing.T) {
 // TestIdleReadParks: a read sleeps in ppoll for kernelSlice at most, then
 // parks in the runtime poller, holding no P; the message still wakes it.
 func TestIdleReadParks(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defer setGOMAXPROCS(4)()
 	a, b := pair(t)
 	got := make(chan error, 1)
 	go func() {
@@ -179,7 +179,7 @@ func TestIdleReadParks(t *testing.T) {
 // runtime poller at once instead of sleeping in ppoll (where each would
 // hold a thread), and all of them are woken by their messages.
 func TestWaitersBeyondThePsPark(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	defer setGOMAXPROCS(2)()
 	const readers = 6
 	var senders []*Conn
 	got := make(chan error, readers)
@@ -223,7 +223,7 @@ func TestWaitersBeyondThePsPark(t *testing.T) {
 // add it (concurrency on 7.2 in CI failed with "epoll_ctl: file exists"
 // before the instance counted its holders).
 func TestParkedReadersShareASocket(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defer setGOMAXPROCS(4)()
 	a, b := pair(t)
 	const readers, each = 8, 150
 	errs := make(chan error, readers)
@@ -276,5 +276,20 @@ func TestSleepInKernel(t *testing.T) {
 		if got := sleepInKernel(tc.n, tc.procs, tc.rest); got != tc.want {
 			t.Errorf("sleepInKernel(%d, %d, %v) = %v, want %v", tc.n, tc.procs, tc.rest, got, tc.want)
 		}
+	}
+}
+
+func TestProcsFollowsGOMAXPROCS(t *testing.T) {
+	// A program's own change, not setGOMAXPROCS's.
+	old := runtime.GOMAXPROCS(3)
+	defer func() {
+		runtime.GOMAXPROCS(old)
+		procsSeen.Store(int32(old))
+	}()
+	for range procsEvery {
+		procs()
+	}
+	if got := procs(); got != 3 {
+		t.Errorf("procs() = %d %d calls after GOMAXPROCS(3)", got, procsEvery)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 )
@@ -107,7 +106,7 @@ func TestAllocWaitingRead(t *testing.T) {
 	}
 	for _, procs := range []int{4, 1} {
 		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
-			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			defer setGOMAXPROCS(procs)()
 			testAllocWaitingRead(t)
 		})
 	}
