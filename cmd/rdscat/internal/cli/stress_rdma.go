@@ -173,7 +173,8 @@ type rdmaStream struct {
 	port     *recvPort // whose socket the sender's messages come in on
 	pool     *rdmaops.Pool
 	bytes    int64     // registered while pool is open: buffers × page-rounded size
-	last     time.Time // the last message of this stream (rdmaMu)
+	seen     bool      // a message came since the idle sweep last looked (rdmaMu)
+	quiet    time.Time // when the sweep last found seen set, or the hello (rdmaMu)
 	idle     bool      // freed for want of messages
 	op       uint8
 	size     int
@@ -255,7 +256,7 @@ func (p *recvPort) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 			reason = fmt.Sprintf("the receiver's address %v uses the %v transport: RDMA needs an IB address (RDS_TRANS_IB)", p.c.LocalAddrPort(), tr)
 		}
 	}
-	st := &rdmaStream{port: p, op: op, size: size, verify: verify, buffers: int(h.aux), last: time.Now()}
+	st := &rdmaStream{port: p, op: op, size: size, verify: verify, buffers: int(h.aux), quiet: time.Now()}
 	reserved := false
 	if reason == "" {
 		st.bytes = int64(st.buffers) * int64(pageRound(size))
@@ -325,33 +326,40 @@ func (p *recvPort) rdmaHello(ctx context.Context, e *env, h stressHdr, body []by
 
 // rdmaImm handles the immediate data of one RDMA operation: the buffer it
 // names is done with; check it, return it to the pool and grant one back.
-// It reports whether the message belonged to a known stream.
-func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, error) {
+// It returns the operation's stream, or nil if the message belongs to no
+// known stream.
+func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (*rdmaStream, error) {
 	r.rdmaMu.Lock()
 	defer r.rdmaMu.Unlock()
 	key := streamKey{h.run, h.task, from}
-	r.mu.Lock()
-	st := r.rdma[key]
-	r.mu.Unlock()
-	if st == nil || st.pool == nil {
-		return false, nil
+	st := r.lastRDMA
+	if st == nil || key != r.lastRDMAKey {
+		r.mu.Lock()
+		st = r.rdma[key]
+		r.mu.Unlock()
+		if st != nil {
+			r.lastRDMAKey, r.lastRDMA = key, st
+		}
 	}
-	st.last = time.Now()
+	if st == nil || st.pool == nil {
+		return nil, nil
+	}
+	st.seen = true
 	b := st.pool.Buffer(int(h.aux))
 	if b == nil || b.State() != rdmaops.InTransmission {
 		r.mu.Lock()
 		st.bogus++
 		r.mu.Unlock()
-		return true, nil
+		return st, nil
 	}
 	if !st.verify {
 		// Nothing to check: the sender keeps using the buffers it was
 		// given, as rds-stress does, and none is handed back.
-		return true, nil
+		return st, nil
 	}
 	if st.op == rdmaOpWrite {
 		if err := b.Landed(); err != nil {
-			return true, err
+			return st, err
 		}
 		if st.verify {
 			ok := checkRDMA(b.Bytes(), rdmaSeed(h.run, h.task, 'w', h.seq, 0))
@@ -365,11 +373,11 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, erro
 		}
 	}
 	if err := b.Release(); err != nil {
-		return true, err
+		return st, err
 	}
 	nb := st.pool.TryGet()
 	if nb == nil {
-		return true, errors.New("RDMA buffer pool empty after a release")
+		return st, errors.New("RDMA buffer pool empty after a release")
 	}
 	c := stressHdr{typ: typeRDMACredit, task: h.task, run: h.run, seq: uint64(nb.Index())}
 	if st.op == rdmaOpRead {
@@ -379,7 +387,7 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (bool, erro
 	}
 	var msg [stressHeader]byte
 	c.put(msg[:])
-	return true, sendRetry(e, st.port.c, msg[:], from, 10*time.Second)
+	return st, sendRetry(e, st.port.c, msg[:], from, 10*time.Second)
 }
 
 // closeRDMA frees the buffers of one stream (its sender is done with
@@ -445,13 +453,22 @@ func (r *receiver) expireIdle(now time.Time) {
 	var freed []note
 	r.mu.Lock()
 	for k, st := range r.rdma {
-		if st.pool == nil || now.Sub(st.last) <= r.rdmaIdle {
+		if st.pool == nil {
+			continue
+		}
+		if st.seen {
+			// Stamped here rather than per message: the quiet time is
+			// at most a sweep interval short.
+			st.seen, st.quiet = false, now
+			continue
+		}
+		if now.Sub(st.quiet) <= r.rdmaIdle {
 			continue
 		}
 		r.freeStream(st)
 		st.idle = true
 		r.idleFreed++
-		freed = append(freed, note{k, st.port.c, st.bytes, now.Sub(st.last)})
+		freed = append(freed, note{k, st.port.c, st.bytes, now.Sub(st.quiet)})
 	}
 	total := r.regBytes
 	r.mu.Unlock()

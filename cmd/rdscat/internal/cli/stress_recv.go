@@ -58,7 +58,11 @@ type receiver struct {
 	seqErrs    uint64
 	foreign    uint64
 	rdma       map[streamKey]*rdmaStream
-	rejected   uint64
+	// the RDMA stream of the last immediate data (rdmaMu; entries of
+	// rdma are never deleted)
+	lastRDMAKey streamKey
+	lastRDMA    *rdmaStream
+	rejected    uint64
 
 	// RDMA mode: registered memory and its limits (see stress_rdma.go).
 	rdmaMu     sync.Mutex // serialises the streams' pools: the serve loop and the idle sweep
@@ -343,20 +347,19 @@ func (r *receiver) count(key streamKey, seq, n uint64) {
 // data for no registered buffer is foreign.
 func (p *recvPort) countImm(e *env, h stressHdr, key streamKey, from netip.AddrPort) error {
 	r := p.receiver
-	known, err := r.rdmaImm(e, h, from)
+	st, err := r.rdmaImm(e, h, from)
 	if err != nil {
 		return err
 	}
-	if !known {
+	if st == nil {
 		r.addForeign()
 		return nil
 	}
 	r.mu.Lock()
 	r.stream(key).record(h.seq)
-	size := r.rdma[key].size
 	r.mu.Unlock()
 	r.msgs.Add(1)
-	r.bytes.Add(uint64(size))
+	r.bytes.Add(uint64(st.size))
 	p.received.Add(1)
 	return nil
 }
