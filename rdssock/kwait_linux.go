@@ -174,7 +174,18 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 	if write {
 		// Writes wait rarely (a full send buffer, a congested
 		// destination): in the runtime poller, where every wake-up of
-		// the socket retries them.
+		// the socket retries them. Most find room at once, so they
+		// try before going near it.
+		if tryFirst {
+			if !k.acquire() {
+				return errKfdClosed
+			}
+			done := f(uintptr(k.fd))
+			k.release()
+			if done {
+				return nil
+			}
+		}
 		return k.parkedWait(f, true)
 	}
 	rest := kernelSlice // of the sleeping time this call may spend in ppoll

@@ -3,6 +3,7 @@
 package rdssock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -292,4 +293,30 @@ func TestProcsFollowsGOMAXPROCS(t *testing.T) {
 	if got := procs(); got != 3 {
 		t.Errorf("procs() = %d %d calls after GOMAXPROCS(3)", got, procsEvery)
 	}
+}
+
+// TestWriteWithRoomSkipsThePoller: a send that finds room in the send
+// buffer, with or without a context, never comes near the runtime poller
+// (no epoll instance for writes is made), only a send that must wait.
+func TestWriteWithRoomSkipsThePoller(t *testing.T) {
+	a, b := pair(t)
+	msg := make([]byte, 64)
+	for range 4 {
+		if _, err := a.WriteMsg(msg, nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.WriteMsgContext(context.Background(), msg, nil, noAddr, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.WriteBatch(context.Background(), []Message{{Buffer: msg}}, 0); err != nil {
+		t.Fatal(err)
+	}
+	a.k.mu.Lock()
+	ew := a.k.ew
+	a.k.mu.Unlock()
+	if ew != nil {
+		t.Error("sends that found room made an epoll instance for waiting writes")
+	}
+	_ = b
 }
