@@ -20,10 +20,11 @@ import (
 // its P, as a C program sleeps in poll: for a goroutine that reads message
 // after message (request/response, a receive loop) that costs far less
 // CPU time per message than a wake-up through the runtime poller (measured
-// in the test VM: see BENCHMARKS.md). A read still waiting after
-// kernelSlice, a read that would leave no P free, and every write park the
-// goroutine in the runtime poller instead (pollwait_linux.go), so idle
-// goroutines hold neither a thread nor a P.
+// in the test VM: see BENCHMARKS.md). The read that takes the last free P
+// sleeps there only briefly (see kernelWaiters). A read still waiting
+// after its sleep, and a write that finds no room,
+// park the goroutine in the runtime poller instead (pollwait_linux.go), so
+// idle goroutines hold neither a thread nor a P.
 //
 // Why the socket stays out of the runtime poller: it would register the
 // socket for read and write readiness, edge-triggered, and RDS wakes a
@@ -87,18 +88,43 @@ var errKfdClosed = net.ErrClosed
 // emulated test VM that made a request/response loop with GOMAXPROCS=1
 // four times dearer than C, and with two Ps still a thread migration and
 // a sysmon wake-up per few messages. So a read sleeps with RawSyscall,
-// keeping its P like a goroutine that computes, and only as long as fewer
-// goroutines sleep so than there are Ps: at least one P stays free for the
-// rest of the program. Readers beyond that park in the runtime poller.
-// sysmon's preemption (after 10 ms) and a stop-the-world interrupt the
-// sleep with a signal (ppoll returns EINTR, the goroutine yields at its
-// next call and then waits again).
+// keeping its P like a goroutine that computes. Parking in the runtime
+// poller instead costs more again (in the VM about 20 us of CPU time per
+// wait, against 2-4 us in ppoll), so readers sleep in ppoll on every P,
+// but the one that takes the last free P sleeps lastPSlice at most and
+// then parks, so that goroutines that become runnable meanwhile wait for
+// a P no longer than that. A goroutine holds a P to call ppoll, so there
+// are never more sleepers than Ps. sysmon's
+// preemption (after 10 ms) and a stop-the-world interrupt the sleep with
+// a signal (ppoll returns EINTR, the goroutine yields at its next call
+// and then waits again).
 var kernelWaiters atomic.Int32
+
+// lastPSlice is how long the read holding the last free P sleeps in ppoll
+// before it parks and lets runnable goroutines have the P. A
+// request/response round trip in the test VM takes 70-400 us, so most
+// waits of two goroutines answering each other on two Ps end within it.
+const lastPSlice = 250 * time.Microsecond
 
 // sleepInKernel reports whether a read may sleep in ppoll: as the n-th
 // goroutine doing so, with procs Ps, and rest left of its kernelSlice.
 func sleepInKernel(n int32, procs int, rest time.Duration) bool {
-	return int(n) < procs && rest > 0
+	return int(n) <= procs && rest > 0
+}
+
+// sleepFor returns how long the n-th sleeper in ppoll, with procs Ps, rest
+// left of its kernelSlice and until (negative: no limit) before its
+// deadline, sleeps, and whether it holds the last free P.
+func sleepFor(n int32, procs int, rest, until time.Duration) (time.Duration, bool) {
+	d := rest
+	if until >= 0 && until < d {
+		d = until
+	}
+	lastP := int(n) >= procs
+	if lastP {
+		d = min(d, lastPSlice)
+	}
+	return d, lastP
 }
 
 // procs returns GOMAXPROCS as read at most procsEvery calls ago: the
@@ -197,7 +223,8 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			k.release()
 			return nil
 		}
-		if !sleepInKernel(kernelWaiters.Add(1), procs(), rest) {
+		n, p := kernelWaiters.Add(1), procs()
+		if !sleepInKernel(n, p, rest) {
 			kernelWaiters.Add(-1)
 			k.release()
 			return k.parkedWait(f, false)
@@ -208,13 +235,11 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			k.release()
 			return err
 		}
-		if timeout < 0 || rest < timeout {
-			timeout = rest
-		}
+		timeout, lastP := sleepFor(n, p, rest, timeout)
 		pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(w.efd), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(int64(timeout))
 		// The goroutine keeps its P while it sleeps (see kernelWaiters).
-		_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		ready, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		kernelWaiters.Add(-1)
 		// Linux's ppoll leaves the time it did not sleep in ts: what the
 		// sleep took needs no clock.
@@ -224,6 +249,11 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			unix.Read(w.efd, buf[:])
 		}
 		k.leave(w)
+		if lastP && e == 0 && ready == 0 {
+			// Nothing came in the short sleep on the last free P:
+			// give the P back to the program.
+			return k.parkedWait(f, false)
+		}
 	}
 }
 

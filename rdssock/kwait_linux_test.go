@@ -176,29 +176,45 @@ func TestIdleReadParks(t *testing.T) {
 	}
 }
 
-// TestWaitersBeyondThePsPark: reads that would leave no P free park in the
-// runtime poller at once instead of sleeping in ppoll (where each would
-// hold a thread), and all of them are woken by their messages.
+// TestWaitersBeyondThePsPark: of readers waiting at once, one sleeps in
+// ppoll for its kernelSlice; the ones that take the last free P sleep
+// there lastPSlice at most and then park in the runtime poller (where
+// none holds a thread or a P), and all of them are woken by their
+// messages.
 func TestWaitersBeyondThePsPark(t *testing.T) {
 	defer setGOMAXPROCS(2)()
 	const readers = 6
-	var senders []*Conn
+	var senders, receivers []*Conn
 	got := make(chan error, readers)
 	for i := 0; i < readers; i++ {
 		a, b := pair(t)
-		senders = append(senders, a)
+		senders, receivers = append(senders, a), append(receivers, b)
 		go func() {
 			_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
 			got <- err
 		}()
 	}
-	most := int32(0) // sampled while the readers begin their waits
-	for end := time.Now().Add(kernelSlice / 2); time.Now().Before(end); {
-		time.Sleep(100 * time.Microsecond)
-		most = max(most, kernelWaiters.Load())
+	parked := func() int {
+		n := 0
+		for _, b := range receivers {
+			b.k.mu.Lock()
+			if b.k.er != nil {
+				n++
+			}
+			b.k.mu.Unlock()
+		}
+		return n
 	}
-	if most != 1 {
-		t.Errorf("%d readers waiting with GOMAXPROCS 2: at most %d seen sleeping in ppoll, want 1", readers, most)
+	n := 0
+	for end := time.Now().Add(kernelSlice / 2); n < readers-1 && time.Now().Before(end); {
+		time.Sleep(100 * time.Microsecond)
+		n = parked()
+	}
+	if n != readers-1 {
+		t.Errorf("%d readers waiting with GOMAXPROCS 2: %d parked within %v, want %d", readers, n, kernelSlice/2, readers-1)
+	}
+	if k := kernelWaiters.Load(); k != 1 {
+		t.Errorf("%d readers sleeping in ppoll beside the goroutine looking, want 1", k)
 	}
 	for _, a := range senders {
 		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
@@ -268,14 +284,38 @@ func TestSleepInKernel(t *testing.T) {
 		{1, 2, kernelSlice, true},
 		{1, 4, time.Microsecond, true},
 		{3, 4, kernelSlice, true},
-		{1, 1, kernelSlice, false}, // the only P
-		{2, 2, kernelSlice, false}, // the last free P
+		{1, 1, kernelSlice, true}, // the only P (in short slices)
+		{2, 2, kernelSlice, true}, // the last free P (likewise)
+		{3, 2, kernelSlice, false},
 		{5, 2, kernelSlice, false},
 		{1, 2, 0, false}, // the slice is used up
 		{1, 2, -time.Millisecond, false},
 	} {
 		if got := sleepInKernel(tc.n, tc.procs, tc.rest); got != tc.want {
 			t.Errorf("sleepInKernel(%d, %d, %v) = %v, want %v", tc.n, tc.procs, tc.rest, got, tc.want)
+		}
+	}
+}
+
+func TestSleepFor(t *testing.T) {
+	for _, tc := range []struct {
+		n           int32
+		procs       int
+		rest, until time.Duration
+		want        time.Duration
+		lastP       bool
+	}{
+		{1, 2, kernelSlice, -1, kernelSlice, false},
+		{1, 2, 3 * time.Millisecond, -1, 3 * time.Millisecond, false},
+		{1, 2, kernelSlice, time.Millisecond, time.Millisecond, false}, // the deadline first
+		{2, 2, kernelSlice, -1, lastPSlice, true},
+		{1, 1, kernelSlice, -1, lastPSlice, true},
+		{2, 2, kernelSlice, 100 * time.Microsecond, 100 * time.Microsecond, true},
+		{4, 4, 50 * time.Microsecond, -1, 50 * time.Microsecond, true},
+	} {
+		got, lastP := sleepFor(tc.n, tc.procs, tc.rest, tc.until)
+		if got != tc.want || lastP != tc.lastP {
+			t.Errorf("sleepFor(%d, %d, %v, %v) = %v, %v; want %v, %v", tc.n, tc.procs, tc.rest, tc.until, got, lastP, tc.want, tc.lastP)
 		}
 	}
 }
