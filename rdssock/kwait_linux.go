@@ -22,9 +22,9 @@ import (
 // CPU time per message than a wake-up through the runtime poller (measured
 // in the test VM: see BENCHMARKS.md). The read that takes the last free P
 // sleeps there only briefly (see kernelWaiters). A read still waiting
-// after its sleep, and a write that finds no room,
-// park the goroutine in the runtime poller instead (pollwait_linux.go), so
-// idle goroutines hold neither a thread nor a P.
+// after its sleep, and a write that finds no room, park the goroutine in
+// the runtime poller instead (pollwait_linux.go), so idle goroutines hold
+// neither a thread nor a P.
 //
 // Why the socket stays out of the runtime poller: it would register the
 // socket for read and write readiness, edge-triggered, and RDS wakes a
@@ -94,10 +94,9 @@ var errKfdClosed = net.ErrClosed
 // but the one that takes the last free P sleeps lastPSlice at most and
 // then parks, so that goroutines that become runnable meanwhile wait for
 // a P no longer than that. A goroutine holds a P to call ppoll, so there
-// are never more sleepers than Ps. sysmon's
-// preemption (after 10 ms) and a stop-the-world interrupt the sleep with
-// a signal (ppoll returns EINTR, the goroutine yields at its next call
-// and then waits again).
+// are never more sleepers than Ps. sysmon's preemption (after 10 ms) and
+// a stop-the-world interrupt the sleep with a signal (ppoll returns EINTR,
+// the goroutine yields at its next call and then waits again).
 var kernelWaiters atomic.Int32
 
 // lastPSlice is how long the read holding the last free P sleeps in ppoll
