@@ -350,9 +350,10 @@ func (o *stressOpts) checkPorts(lap, dst netip.AddrPort) error {
 }
 
 // procs is the GOMAXPROCS a run needs: an rdssock read sleeps in the
-// kernel, keeping its P, only while another P stays free (otherwise it
-// parks in the runtime poller, which costs more per message), so one P
-// per task and per receiver port, and one more.
+// kernel, keeping its P, for 10 ms while another P stays free, and for
+// 250 us at most on the last free P before it parks in the runtime poller,
+// which costs more per message; so one P per task and per receiver port,
+// and one more.
 func (o *stressOpts) procs() int {
 	busy := 1
 	if o.to != "" {
