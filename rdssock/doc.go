@@ -40,10 +40,10 @@
 // goroutine's P, as a C poll loop sleeps in poll: for a loop that answers
 // or reads message after message that costs far less CPU time per message
 // than a wake-up through the Go runtime poller. After 10 ms (the runtime's
-// own time slice), or after 250 µs when it holds the last free P, it parks
-// in the runtime poller instead, so idle receivers hold neither a thread
-// nor a P; so give each busy receiving goroutine a P of its own and one
-// more (GOMAXPROCS).
+// own time slice), or after 250 µs when it holds the last free P (at once
+// with GOMAXPROCS=1), it parks in the runtime poller instead, so idle
+// receivers hold neither a thread nor a P; so give each busy receiving
+// goroutine a P of its own and one more (GOMAXPROCS).
 // Sends wait in the runtime poller (a full send buffer, a congested
 // destination). The socket itself is never registered with the runtime
 // poller: RDS wakes a socket for every acknowledgement of sent messages,

@@ -93,8 +93,9 @@ var errKfdClosed = net.ErrClosed
 // wait, against 2-4 us in ppoll), so readers sleep in ppoll on every P,
 // but the one that takes the last free P sleeps lastPSlice at most and
 // then parks, so that goroutines that become runnable meanwhile wait for
-// a P no longer than that. A goroutine holds a P to call ppoll, so there
-// are never more sleepers than Ps. sysmon's preemption (after 10 ms) and
+// a P no longer than that. With GOMAXPROCS=1 a read parks at once: the
+// only P would stop the whole program while it slept. A goroutine holds a
+// P to call ppoll, so there are never more sleepers than Ps. sysmon's preemption (after 10 ms) and
 // a stop-the-world interrupt the sleep with a signal (ppoll returns EINTR,
 // the goroutine yields at its next call and then waits again).
 var kernelWaiters atomic.Int32
@@ -108,7 +109,7 @@ const lastPSlice = 250 * time.Microsecond
 // sleepInKernel reports whether a read may sleep in ppoll: as the n-th
 // goroutine doing so, with procs Ps, and rest left of its kernelSlice.
 func sleepInKernel(n int32, procs int, rest time.Duration) bool {
-	return int(n) <= procs && rest > 0
+	return rest > 0 && (int(n) < procs || int(n) == procs && procs > 1)
 }
 
 // sleepFor returns how long the n-th sleeper in ppoll, with procs Ps, rest

@@ -284,8 +284,8 @@ func TestSleepInKernel(t *testing.T) {
 		{1, 2, kernelSlice, true},
 		{1, 4, time.Microsecond, true},
 		{3, 4, kernelSlice, true},
-		{1, 1, kernelSlice, true}, // the only P (in short slices)
-		{2, 2, kernelSlice, true}, // the last free P (likewise)
+		{1, 1, kernelSlice, false}, // the only P: the program would stop
+		{2, 2, kernelSlice, true},  // the last free P (for lastPSlice)
 		{3, 2, kernelSlice, false},
 		{5, 2, kernelSlice, false},
 		{1, 2, 0, false}, // the slice is used up
