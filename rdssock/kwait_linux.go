@@ -95,9 +95,10 @@ var errKfdClosed = net.ErrClosed
 // then parks, so that goroutines that become runnable meanwhile wait for
 // a P no longer than that. With GOMAXPROCS=1 a read parks at once: the
 // only P would stop the whole program while it slept. A goroutine holds a
-// P to call ppoll, so there are never more sleepers than Ps. sysmon's preemption (after 10 ms) and
-// a stop-the-world interrupt the sleep with a signal (ppoll returns EINTR,
-// the goroutine yields at its next call and then waits again).
+// P to call ppoll, so there are never more sleepers than Ps. sysmon's
+// preemption (after 10 ms) and a stop-the-world interrupt the sleep with
+// a signal (ppoll returns EINTR, the goroutine yields at its next call and
+// then waits again).
 var kernelWaiters atomic.Int32
 
 // lastPSlice is how long the read holding the last free P sleeps in ppoll
