@@ -39,6 +39,15 @@
 //	-v              show every worker's result lines
 //	-o PATH         where to write the report (default BENCHMARKS.md at the
 //	                repository root; with -run, only when -o is given)
+//	-pgo PATH       profile every rdscat process of the tools rounds
+//	                (rdscat stress -cpuprofile) and merge the profiles into
+//	                PATH; the profiler's cost makes that run's numbers no
+//	                benchmark
+//
+// cmd/rdscat/default.pgo, the profile that every build of rdscat uses
+// (profile-guided optimization), is regenerated with
+//
+//	go run ./integration/cmd/rdsbench -run tools -rounds 1 -extra 0 -long 0 -diag "" -pgo cmd/rdscat/default.pgo
 //
 // The same binary is the guest driver (rdsbench guest ...) and the Go
 // worker (rdsbench worker ROLE key=value...).
@@ -47,6 +56,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -64,6 +74,7 @@ import (
 )
 
 const (
+	profileLine   = "=== rdsbench profile" // followed by the file's name and its bytes in base64
 	jsonBegin     = "=== rdsbench report json begin ==="
 	jsonEnd       = "=== rdsbench report json end ==="
 	cBinary       = "rdsbench-c"
@@ -104,6 +115,7 @@ type runFlags struct {
 	diag         string
 	verbose      bool
 	allocSites   bool
+	profiles     bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -116,12 +128,13 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.diag, "diag", defaultDiag, "workloads (name words, comma-separated) to diagnose with mixed C/Go pairings and the raw-syscall Go variant; \"\" for none")
 	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
 	fs.BoolVar(&f.allocSites, "allocsites", false, "with -v: show the call sites of the Go workers' allocations in each window (slows them down)")
+	fs.BoolVar(&f.profiles, "profiles", false, "guest: profile the rdscat processes and print the profiles (the host's -pgo sets it)")
 }
 
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-extra", fmt.Sprint(f.extra), "-warm", f.warm.String(), "-window", f.window.String(),
-		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites),
+		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles),
 	}
 }
 
@@ -151,9 +164,16 @@ func guest(args []string) int {
 		fmt.Fprintf(os.Stderr, "rdsbench: no workload matches -run %q\n", f.run)
 		return 2
 	}
+	profDir := ""
+	if f.profiles {
+		if profDir, err = os.MkdirTemp("", "rdsbench-profiles-"); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: bins[0], GoBinary: self, GoArgs: []string{"worker"},
-		Tools: tools, StressC: bins[1], Rdscat: bins[2],
+		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir,
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
@@ -171,7 +191,80 @@ func guest(args []string) int {
 	fmt.Println(jsonBegin)
 	fmt.Println(string(js))
 	fmt.Println(jsonEnd)
+	if profDir != "" {
+		if err := printProfiles(os.Stdout, profDir); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+	}
 	return 0
+}
+
+// printProfiles prints every file of dir as one profileLine.
+func printProfiles(w io.Writer, dir string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.pprof"))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s %s %s\n", profileLine, filepath.Base(name), base64.StdEncoding.EncodeToString(b))
+	}
+	return nil
+}
+
+// extractProfiles writes the profiles the guest printed into dir and
+// returns their paths.
+func extractProfiles(out []byte, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var paths []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(strings.TrimRight(sc.Text(), "\r"), profileLine+" ")
+		if !ok {
+			continue
+		}
+		name, data, ok := strings.Cut(rest, " ")
+		if !ok || name != filepath.Base(name) || !strings.HasSuffix(name, ".pprof") {
+			return nil, fmt.Errorf("a malformed profile line from the guest: %.80q", rest)
+		}
+		b, err := base64.StdEncoding.DecodeString(data)
+		if err != nil {
+			return nil, fmt.Errorf("profile %s: %w", name, err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("the guest printed no profiles (did -run select tool workloads?)")
+	}
+	return paths, nil
+}
+
+// mergeProfiles merges the pprof files into one (go tool pprof -proto)
+// written to out.
+func mergeProfiles(root string, paths []string, out string) error {
+	cmd := exec.Command("go", append([]string{"tool", "pprof", "-proto"}, paths...)...)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof -proto: %v: %s", err, stderr.Bytes())
+	}
+	return os.WriteFile(out, b, 0o644)
 }
 
 // extraRounds maps the -extra flag to Config.ExtraRounds, where 0 means
@@ -207,8 +300,16 @@ func host(args []string) int {
 	f.register(fs)
 	kernel := fs.String("kernel", "6.1", "guest kernel: 6.1, 6.12 or a linux-image-* package name")
 	out := fs.String("o", "", "report file (default BENCHMARKS.md at the repository root; with -run only when given)")
+	pgo := fs.String("pgo", "", "profile the rdscat processes of the tools rounds and merge the profiles into `PATH` (the run's numbers are no benchmark then)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *pgo != "" {
+		if *out == "" && f.run == "" {
+			fmt.Fprintln(os.Stderr, "rdsbench: -pgo with the whole benchmark would write BENCHMARKS.md from profiled runs: give -run tools (and -o elsewhere if you want the tables)")
+			return 2
+		}
+		f.profiles = true
 	}
 	root, err := repoRoot()
 	if err != nil {
@@ -275,6 +376,18 @@ func host(args []string) int {
 	if perr != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", perr)
 		return 1
+	}
+	if *pgo != "" {
+		dir := filepath.Join(work, "profiles")
+		paths, err := extractProfiles(captured.Bytes(), dir)
+		if err == nil {
+			err = mergeProfiles(root, paths, *pgo)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+		logf("merged %d profiles into %s", len(paths), *pgo)
 	}
 	if *out != "" {
 		meta := bench.Meta{

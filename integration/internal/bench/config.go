@@ -36,6 +36,11 @@ type Config struct {
 	Tools   []ToolWorkload
 	StressC string
 	Rdscat  string
+	// ProfileDir, when set, makes every rdscat process of the tools rounds
+	// write a CPU profile there (rdscat stress -cpuprofile), named after
+	// the workload, its port and the side. The profiler costs CPU, so
+	// such a run's numbers are for profile-guided builds, not a report.
+	ProfileDir string
 
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration

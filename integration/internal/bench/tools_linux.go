@@ -139,6 +139,11 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		_ = os.Remove(run.Ready)
 		defer os.Remove(run.Ready)
 		recvArgs, sendArgs = w.RdscatArgs(run)
+		if dir := d.cfg.ProfileDir; dir != "" {
+			base := filepath.Join(dir, fmt.Sprintf("%s-%d-", strings.ReplaceAll(w.Name, " ", "_"), d.port))
+			recvArgs = append(recvArgs, "-cpuprofile", base+"receiver.pprof")
+			sendArgs = append(sendArgs, "-cpuprofile", base+"sender.pprof")
+		}
 	}
 	var recvOut, sendOut capture
 	pr, err := startProc(bin, recvArgs, d.capture(&recvOut, goTool, "receiver"), nil, -1)

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -126,6 +127,7 @@ type stressOpts struct {
 	verify      bool
 	rdmaMaxMem  sizeValue
 	rdmaIdle    time.Duration
+	cpuprofile  string
 	fs          *flag.FlagSet
 }
 
@@ -154,6 +156,7 @@ func (o *stressOpts) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.verify, "verify", false, "RDMA mode: fill each transfer with a pattern and check the landed bytes")
 	fs.Var(&o.rdmaMaxMem, "rdma-max-mem", "receiver, RDMA mode: most `BYTES` registered for all senders together (0: no limit); a sender task that would exceed it is refused")
 	fs.DurationVar(&o.rdmaIdle, "rdma-idle", 30*time.Second, "receiver, RDMA mode: free a sender task's buffers when no message of it arrived for `DURATION` (0: never)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to `FILE` (for go tool pprof, or as a default.pgo for a profile-guided build)")
 }
 
 // The stress wire format: a fixed header at the start of every message,
@@ -220,13 +223,24 @@ var monoBase = func() (b struct {
 	return b
 }()
 
-func (o *stressOpts) run(e *env, args []string) error {
+func (o *stressOpts) run(e *env, args []string) (err error) {
 	if err := o.check(args); err != nil {
 		return err
 	}
 	lap, dst, err := o.addresses()
 	if err != nil {
 		return err
+	}
+	if o.cpuprofile != "" {
+		stop, err := startCPUProfile(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if serr := stop(); err == nil {
+				err = serr
+			}
+		}()
 	}
 	if os.Getenv("GOMAXPROCS") == "" {
 		if n := o.procs(); n > runtime.GOMAXPROCS(0) {
@@ -261,6 +275,26 @@ func (o *stressOpts) run(e *env, args []string) error {
 		return recvErr
 	}
 	return rep.failure()
+}
+
+// startCPUProfile starts the Go CPU profiler writing to path; stop ends
+// it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("-cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("-cpuprofile: %w", err)
+		}
+		return nil
+	}, nil
 }
 
 // check validates the flags that need no socket.

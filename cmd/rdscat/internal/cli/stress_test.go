@@ -3,6 +3,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -166,5 +168,29 @@ func TestMonoNowIsClockMonotonic(t *testing.T) {
 		if m < before-slack || m > after+slack {
 			t.Fatalf("monoNow %d, CLOCK_MONOTONIC %d..%d", m, before, after)
 		}
+	}
+}
+
+func TestStartCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "second.pprof")); err == nil {
+		t.Error("a second profile started while the first runs")
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("the profile is not a gzipped pprof file: % x", b[:min(len(b), 8)])
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "no", "such", "dir")); err == nil || !strings.Contains(err.Error(), "-cpuprofile") {
+		t.Errorf("a profile in a missing directory: %v, want an error naming -cpuprofile", err)
 	}
 }
