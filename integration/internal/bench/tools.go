@@ -100,8 +100,9 @@ func (w ToolWorkload) Unit() string {
 // namespaces) the driver counts w's work with, and how many counts make
 // one unit: every request and every ack is a delivered message; an RDMA
 // operation is counted once when sendmsg accepts its RDS_CMSG_RDMA_ARGS.
-// The tools' own protocol messages (an rdscat receiver returns a credit
-// for every RDMA operation, the C one does not) do not change it.
+// The tools' own protocol messages (rdscat's RDMA hello and buffer
+// announcements; with -verify, which the rows do not use, a credit per
+// operation) do not change it.
 func (w ToolWorkload) Counter() (name string, per float64) {
 	switch {
 	case w.Mode == ToolRR:
