@@ -214,6 +214,7 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	fillByte(sreg.Bytes(), 'X')
 	st := p.write(t, ctx, stale, 0, local, "stale", 10*time.Second)
 	c.add(st)
+	st0 := st
 	switch {
 	case st == barrier.Success:
 		// The kernel's deferred flush had not run yet: judged against
@@ -221,6 +222,14 @@ func TestBogusAndStaleCookies(t *testing.T) {
 		// again for the bogus write below.
 		judgeDeadKeyLanded(t, "a freed key a second after the acknowledgement", 1, 1)
 		fillByte(creg.Bytes(), 'K')
+	case (st == barrier.Dropped || st == barrier.TimedOut) && allByte(creg.Bytes(), 'K'):
+		// Linux 7.2 sometimes reports a write into a dead key as
+		// dropped, or not at all (seen here in CI, 1 in about 40 runs):
+		// judged as judgeDeadKeyWrites judges those of TestUseOnceKey,
+		// against the C reference's late writes in this VM run.
+		var one tally
+		one.add(st)
+		judgeDeadKeyWrites(t, "a freed key a second after the acknowledgement", one, 0)
 	case st != barrier.RemoteError || !allByte(creg.Bytes(), 'K'):
 		t.Errorf("write with a stale cookie: %v; memory unchanged: %v", st, allByte(creg.Bytes(), 'K'))
 	}
@@ -237,8 +246,11 @@ func TestBogusAndStaleCookies(t *testing.T) {
 		t.Errorf("write with a bogus cookie: %v; memory unchanged: %v", st, allByte(creg.Bytes(), 'K'))
 	}
 	outcome := "both refused with remote error, memory unchanged"
-	if c.success > 0 {
+	switch {
+	case c.success > 0:
 		outcome = "the stale write landed (kernel flush not yet run; judged against C), the bogus one refused with remote error"
+	case c.dropped+c.timeout > 0:
+		outcome = "the stale write " + st0.String() + " (judged against C), memory unchanged; the bogus one refused with remote error"
 	}
 	reliability(t, "cookies/bogus-and-stale", c, outcome)
 
