@@ -232,11 +232,11 @@ func (o *stressOpts) run(e *env, args []string) (err error) {
 		return err
 	}
 	if o.cpuprofile != "" {
-		stop, err := startCPUProfile(o.cpuprofile)
-		if err != nil {
-			return err
+		stop, perr := startCPUProfile(o.cpuprofile)
+		if perr != nil {
+			return perr
 		}
-		defer func() {
+		defer func() { // err is run's result: a failed close of the profile is the run's error
 			if serr := stop(); err == nil {
 				err = serr
 			}
