@@ -43,6 +43,12 @@
 //	                (rdscat stress -cpuprofile) and merge the profiles into
 //	                PATH; the profiler's cost makes that run's numbers no
 //	                benchmark
+//	-perf DIR       run every process of the tools rounds, C and Go, under
+//	                perf record inside the VM (perf from the host's
+//	                linux-perf, installed as root when missing) and write
+//	                each one's perf report into DIR: where the CPU time
+//	                goes, kernel and user, function by function; like
+//	                -pgo, for diagnosis, not a benchmark
 //
 // cmd/rdscat/default.pgo, the profile that every build of rdscat uses
 // (profile-guided optimization), is regenerated with
@@ -56,6 +62,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -75,6 +82,7 @@ import (
 
 const (
 	profileLine   = "=== rdsbench profile" // followed by the file's name and its bytes in base64
+	perfLine      = "=== rdsbench perf"    // the same for a perf report
 	jsonBegin     = "=== rdsbench report json begin ==="
 	jsonEnd       = "=== rdsbench report json end ==="
 	cBinary       = "rdsbench-c"
@@ -116,6 +124,7 @@ type runFlags struct {
 	verbose      bool
 	allocSites   bool
 	profiles     bool
+	perf         bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -129,12 +138,13 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
 	fs.BoolVar(&f.allocSites, "allocsites", false, "with -v: show the call sites of the Go workers' allocations in each window (slows them down)")
 	fs.BoolVar(&f.profiles, "profiles", false, "guest: profile the rdscat processes and print the profiles (the host's -pgo sets it)")
+	fs.BoolVar(&f.perf, "perfrecord", false, "guest: run the tools under perf (testdata/perf) and print the reports (the host's -perf sets it)")
 }
 
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-extra", fmt.Sprint(f.extra), "-warm", f.warm.String(), "-window", f.window.String(),
-		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles),
+		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles), fmt.Sprintf("-perfrecord=%v", f.perf),
 	}
 }
 
@@ -171,9 +181,19 @@ func guest(args []string) int {
 			return 1
 		}
 	}
+	perfTool, perfDir := "", ""
+	if f.perf {
+		if perfTool, err = filepath.Abs(filepath.Join("testdata", "perf")); err == nil {
+			perfDir, err = os.MkdirTemp("", "rdsbench-perf-")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: bins[0], GoBinary: self, GoArgs: []string{"worker"},
-		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir,
+		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir,
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
@@ -192,7 +212,17 @@ func guest(args []string) int {
 	fmt.Println(string(js))
 	fmt.Println(jsonEnd)
 	if profDir != "" {
-		if err := printProfiles(os.Stdout, profDir); err != nil {
+		if err := printFiles(os.Stdout, profDir, profileLine, ".pprof"); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+	}
+	if perfDir != "" {
+		if err := perfReports(perfTool, perfDir); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+		if err := printFiles(os.Stdout, perfDir, perfLine, ".txt"); err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
 		}
@@ -200,9 +230,51 @@ func guest(args []string) int {
 	return 0
 }
 
-// printProfiles prints every file of dir as one profileLine.
-func printProfiles(w io.Writer, dir string) error {
-	names, err := filepath.Glob(filepath.Join(dir, "*.pprof"))
+// perfReports writes, next to each perf.data file of dir, its report
+// (NAME.txt): the share of each binary, then of each function.
+func perfReports(tool, dir string) error {
+	datas, err := filepath.Glob(filepath.Join(dir, "*.data"))
+	if err != nil {
+		return err
+	}
+	for _, data := range datas {
+		var report []byte
+		for _, sort := range []string{"dso", "dso,sym"} {
+			bin, args := bench.PerfReport(tool, data, sort)
+			out, err := exec.Command(bin, args...).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("perf report %s: %v: %s", filepath.Base(data), err, out)
+			}
+			report = append(report, perfTrim(out)...)
+		}
+		if err := os.WriteFile(strings.TrimSuffix(data, ".data")+".txt", report, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// perfTrim keeps a perf report's rows and its sample counts, and drops the
+// rest of its comment lines, its blank lines and the column rules.
+func perfTrim(report []byte) []byte {
+	var out []byte
+	for _, line := range strings.Split(string(report), "\n") {
+		keep := strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#")
+		if strings.HasPrefix(line, "# Samples") || strings.HasPrefix(line, "# Event count") {
+			keep = true
+		}
+		if keep {
+			out = append(out, strings.TrimRight(line, " ")...)
+			out = append(out, '\n')
+		}
+	}
+	return out
+}
+
+// printFiles prints every file of dir whose name ends in suffix as one
+// line: prefix, the file's name and its bytes in base64.
+func printFiles(w io.Writer, dir, prefix, suffix string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
 	if err != nil {
 		return err
 	}
@@ -211,14 +283,14 @@ func printProfiles(w io.Writer, dir string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "%s %s %s\n", profileLine, filepath.Base(name), base64.StdEncoding.EncodeToString(b))
+		fmt.Fprintf(w, "%s %s %s\n", prefix, filepath.Base(name), base64.StdEncoding.EncodeToString(b))
 	}
 	return nil
 }
 
-// extractProfiles writes the profiles the guest printed into dir and
-// returns their paths.
-func extractProfiles(out []byte, dir string) ([]string, error) {
+// extractFiles writes the files the guest printed with printFiles (prefix,
+// names ending in suffix) into dir and returns their paths.
+func extractFiles(out []byte, dir, prefix, suffix string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -226,17 +298,17 @@ func extractProfiles(out []byte, dir string) ([]string, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
-		rest, ok := strings.CutPrefix(strings.TrimRight(sc.Text(), "\r"), profileLine+" ")
+		rest, ok := strings.CutPrefix(strings.TrimRight(sc.Text(), "\r"), prefix+" ")
 		if !ok {
 			continue
 		}
 		name, data, ok := strings.Cut(rest, " ")
-		if !ok || name != filepath.Base(name) || !strings.HasSuffix(name, ".pprof") {
-			return nil, fmt.Errorf("a malformed profile line from the guest: %.80q", rest)
+		if !ok || name != filepath.Base(name) || !strings.HasSuffix(name, suffix) {
+			return nil, fmt.Errorf("a malformed line from the guest: %.80q", rest)
 		}
 		b, err := base64.StdEncoding.DecodeString(data)
 		if err != nil {
-			return nil, fmt.Errorf("profile %s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
@@ -248,9 +320,82 @@ func extractProfiles(out []byte, dir string) ([]string, error) {
 		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil, errors.New("the guest printed no profiles (did -run select tool workloads?)")
+		return nil, errors.New("the guest printed none (did -run select tool workloads?)")
 	}
 	return paths, nil
+}
+
+// shipPerf copies the host's perf, the shared libraries it links and
+// their loader (as ld.so) into dir, for bench.PerfRecord in the VM. As
+// root it installs linux-perf when perf is missing.
+func shipPerf(dir string) error {
+	bin, err := exec.LookPath("perf")
+	if err != nil && os.Geteuid() == 0 {
+		logf("installing linux-perf")
+		cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", "linux-perf")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if err = cmd.Run(); err == nil {
+			bin, err = exec.LookPath("perf")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("-perf needs perf on the host (apt-get install linux-perf): %w", err)
+	}
+	ef, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("-perf: %s is not a program perf can be shipped as: %w", bin, err)
+	}
+	interp := ""
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err == nil {
+				interp = strings.TrimRight(string(b), "\x00")
+			}
+		}
+	}
+	ef.Close()
+	if interp == "" {
+		return fmt.Errorf("-perf: %s names no loader (a static perf needs none: not supported)", bin)
+	}
+	out, err := exec.Command("ldd", bin).Output()
+	if err != nil {
+		return fmt.Errorf("-perf: ldd %s: %w", bin, err)
+	}
+	files := map[string]string{filepath.Join(dir, "perf"): bin, filepath.Join(dir, "ld.so"): interp}
+	for _, lib := range lddPaths(string(out)) {
+		files[filepath.Join(dir, filepath.Base(lib))] = lib
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for to, from := range files {
+		b, err := os.ReadFile(from)
+		if err == nil {
+			err = os.WriteFile(to, b, 0o755)
+		}
+		if err != nil {
+			return fmt.Errorf("-perf: %w", err)
+		}
+	}
+	return nil
+}
+
+// lddPaths returns the libraries that ldd's output resolves ("name =>
+// /path (address)").
+func lddPaths(out string) []string {
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		_, rest, ok := strings.Cut(line, "=> ")
+		if !ok {
+			continue
+		}
+		if p, _, _ := strings.Cut(strings.TrimSpace(rest), " "); strings.HasPrefix(p, "/") {
+			paths = append(paths, p)
+		}
+	}
+	return paths
 }
 
 // mergeProfiles merges the pprof files into one (go tool pprof -proto)
@@ -301,16 +446,16 @@ func host(args []string) int {
 	kernel := fs.String("kernel", "6.1", "guest kernel: 6.1, 6.12 or a linux-image-* package name")
 	out := fs.String("o", "", "report file (default BENCHMARKS.md at the repository root; with -run only when given)")
 	pgo := fs.String("pgo", "", "profile the rdscat processes of the tools rounds and merge the profiles into `PATH` (the run's numbers are no benchmark then)")
+	perfOut := fs.String("perf", "", "run the tools rounds' processes under perf record in the VM and write their reports into `DIR` (the run's numbers are no benchmark then)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *pgo != "" {
-		if *out == "" && f.run == "" {
-			fmt.Fprintln(os.Stderr, "rdsbench: -pgo with the whole benchmark would write BENCHMARKS.md from profiled runs: give -run tools (and -o elsewhere if you want the tables)")
-			return 2
-		}
-		f.profiles = true
+	if (*pgo != "" || *perfOut != "") && *out == "" && f.run == "" {
+		fmt.Fprintln(os.Stderr, "rdsbench: -pgo or -perf with the whole benchmark would write BENCHMARKS.md from profiled runs: give -run tools (and -o elsewhere if you want the tables)")
+		return 2
 	}
+	f.profiles = *pgo != ""
+	f.perf = *perfOut != ""
 	root, err := repoRoot()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
@@ -333,6 +478,12 @@ func host(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
+	}
+	if f.perf {
+		if err := shipPerf(filepath.Join(work, "testdata", "perf")); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
 	}
 	self := filepath.Join(work, "rdsbench")
 	vm := filepath.Join(work, "rdsvm")
@@ -379,7 +530,7 @@ func host(args []string) int {
 	}
 	if *pgo != "" {
 		dir := filepath.Join(work, "profiles")
-		paths, err := extractProfiles(captured.Bytes(), dir)
+		paths, err := extractFiles(captured.Bytes(), dir, profileLine, ".pprof")
 		if err == nil {
 			err = mergeProfiles(root, paths, *pgo)
 		}
@@ -388,6 +539,14 @@ func host(args []string) int {
 			return 1
 		}
 		logf("merged %d profiles into %s", len(paths), *pgo)
+	}
+	if *perfOut != "" {
+		paths, err := extractFiles(captured.Bytes(), *perfOut, perfLine, ".txt")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+		logf("wrote %d perf reports into %s", len(paths), *perfOut)
 	}
 	if *out != "" {
 		meta := bench.Meta{

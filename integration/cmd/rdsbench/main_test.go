@@ -21,11 +21,11 @@ func TestProfilesRoundTrip(t *testing.T) {
 	}
 	var out bytes.Buffer
 	out.WriteString("progress line\n" + jsonBegin + "\n{}\n" + jsonEnd + "\n")
-	if err := printProfiles(&out, src); err != nil {
+	if err := printFiles(&out, src, profileLine, ".pprof"); err != nil {
 		t.Fatal(err)
 	}
 	out.WriteString("rdsvm: the VM finished\n")
-	paths, err := extractProfiles(out.Bytes(), filepath.Join(t.TempDir(), "got"))
+	paths, err := extractFiles(out.Bytes(), filepath.Join(t.TempDir(), "got"), profileLine, ".pprof")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,16 +45,36 @@ func TestProfilesRoundTrip(t *testing.T) {
 
 func TestExtractProfilesRefuses(t *testing.T) {
 	for _, c := range []struct{ name, out, want string }{
-		{"none", "no profiles here\n", "no profiles"},
+		{"none", "no profiles here\n", "printed none"},
+		{"a perf report where profiles are wanted", perfLine + " a.txt AAAA\n", "printed none"},
 		{"path in the name", profileLine + " ../evil.pprof AAAA\n", "malformed"},
 		{"not a profile name", profileLine + " notes.txt AAAA\n", "malformed"},
 		{"bad base64", profileLine + " a.pprof !!!\n", "a.pprof"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := extractProfiles([]byte(c.out), t.TempDir())
+			_, err := extractFiles([]byte(c.out), t.TempDir(), profileLine, ".pprof")
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want one saying %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestLddPaths(t *testing.T) {
+	out := "\tlinux-vdso.so.1 (0x00007ffd)\n" +
+		"\tlibelf.so.1 => /lib/x86_64-linux-gnu/libelf.so.1 (0x00007f01)\n" +
+		"\tlibmissing.so.2 => not found\n" +
+		"\t/lib64/ld-linux-x86-64.so.2 (0x00007f02)\n"
+	got := lddPaths(out)
+	if len(got) != 1 || got[0] != "/lib/x86_64-linux-gnu/libelf.so.1" {
+		t.Errorf("lddPaths = %q, want only libelf's path", got)
+	}
+}
+
+func TestPerfTrim(t *testing.T) {
+	in := "# To display the perf.data header info, please use --header\n#\n# Samples: 5K of event 'cpu-clock'\n# Event count (approx.): 1364750000\n#\n# Overhead  Shared Object  Symbol   \n# ........  .............  ......\n#\n    56.13%  [kernel.kallsyms]  [k] finish_task_switch.isra.0   \n\n# (Cannot load tips.txt file, please install perf!)\n"
+	want := "# Samples: 5K of event 'cpu-clock'\n# Event count (approx.): 1364750000\n    56.13%  [kernel.kallsyms]  [k] finish_task_switch.isra.0\n"
+	if got := string(perfTrim([]byte(in))); got != want {
+		t.Errorf("perfTrim:\n%s\nwant:\n%s", got, want)
 	}
 }

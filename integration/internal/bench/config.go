@@ -41,6 +41,11 @@ type Config struct {
 	// the workload, its port and the side. The profiler costs CPU, so
 	// such a run's numbers are for profile-guided builds, not a report.
 	ProfileDir string
+	// Perf, when set, is a directory holding perf, the shared libraries
+	// it needs and their loader as ld.so (see PerfRecord): every process
+	// of the tools rounds, C and Go, then runs under perf record, writing
+	// its samples into PerfDir. Like ProfileDir, for diagnosis only.
+	Perf, PerfDir string
 
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration

@@ -145,8 +145,18 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 			sendArgs = append(sendArgs, "-cpuprofile", base+"sender.pprof")
 		}
 	}
+	recvBin, sendBin := bin, bin
+	if d.cfg.Perf != "" {
+		tool := "c"
+		if goTool {
+			tool = "go"
+		}
+		base := filepath.Join(d.cfg.PerfDir, fmt.Sprintf("%s-%d-%s-", strings.ReplaceAll(w.Name, " ", "_"), d.port, tool))
+		recvBin, recvArgs = PerfRecord(d.cfg.Perf, base+"receiver.data", bin, recvArgs)
+		sendBin, sendArgs = PerfRecord(d.cfg.Perf, base+"sender.data", bin, sendArgs)
+	}
 	var recvOut, sendOut capture
-	pr, err := startProc(bin, recvArgs, d.capture(&recvOut, goTool, "receiver"), nil, -1)
+	pr, err := startProc(recvBin, recvArgs, d.capture(&recvOut, goTool, "receiver"), nil, -1)
 	if err != nil {
 		return m, err
 	}
@@ -166,7 +176,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		return m, err
 	}
 	t0 := time.Now()
-	ps, err := startProc(bin, sendArgs, d.capture(&sendOut, goTool, "sender"), nil, -1)
+	ps, err := startProc(sendBin, sendArgs, d.capture(&sendOut, goTool, "sender"), nil, -1)
 	if err != nil {
 		return m, err
 	}
