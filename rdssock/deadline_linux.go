@@ -45,9 +45,9 @@ func (o *opWait) try(fd uintptr) { o.done = o.f(fd) }
 // context costs a context.AfterFunc registration; a loop that waits with
 // the same context call after call pays for neither more than once. The
 // deadline last applied is not set again while it stays right, and when
-// the last waiter leaves it stays (stale) if the application has none: a
-// wait that it wakes for nothing applies the right one and waits again. The
-// mux watches the end of one context (by its Done channel) with a standing
+// the last waiter leaves it stays (stale; it is never later than the
+// application's): a wait that it wakes for nothing applies the right one
+// and waits again. The mux watches the end of one context (by its Done channel) with a standing
 // registration that outlives the calls; a waiter with another context,
 // while the watched one is in use, registers its own.
 type deadlineMux struct {
@@ -204,8 +204,14 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 		m.watchers--
 	}
 	w.ctx, w.stop = nil, nil
-	if len(m.waiters) == 0 && m.user.IsZero() && !m.applied.Equal(aLongTimeAgo) {
-		m.stale = !m.applied.IsZero()
+	if len(m.waiters) == 0 && !m.applied.Equal(aLongTimeAgo) {
+		// The last waiter leaves its deadline, which is never later than
+		// the application's: a wait it wakes early applies the right one
+		// (refresh) and waits again. A loop that waits with a context
+		// that has a deadline, on a socket with a deadline of its own
+		// (rdmaops' reader does), moved the socket's deadline twice per
+		// call otherwise.
+		m.stale = !m.applied.Equal(m.user)
 		return
 	}
 	_ = m.applyLocked()

@@ -226,3 +226,44 @@ func TestContextDeadlineLeftBehind(t *testing.T) {
 		t.Fatalf("the canceled read returned after %v", d)
 	}
 }
+
+// TestContextDeadlineUnderUserDeadline: waits with a context whose
+// deadline is earlier than the socket's own leave the socket's deadline
+// alone between calls (it used to move twice per call), and a plain read
+// afterwards still ends at the socket's deadline, not at the stale one.
+func TestContextDeadlineUnderUserDeadline(t *testing.T) {
+	a, b := pair(t)
+	sets := 0
+	set := b.readDeadline.set
+	b.readDeadline.set = func(d time.Time) error { sets++; return set(d) }
+	user := time.Now().Add(400 * time.Millisecond)
+	if err := b.SetReadDeadline(user); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(150*time.Millisecond))
+	defer cancel()
+	buf := make([]byte, 16)
+	before := sets
+	const calls = 5
+	for i := range calls {
+		// The message comes a little later, so that each read waits.
+		go func() {
+			time.Sleep(2 * time.Millisecond)
+			a.WriteMsg([]byte("m"), nil, noAddr)
+		}()
+		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	if n := sets - before; n > 1 {
+		t.Errorf("%d waits with one context moved the socket's deadline %d times, want at most once", calls, n)
+	}
+	<-ctx.Done() // the context's deadline, left behind, has passed
+	_, _, _, _, err := b.ReadMsg(buf, nil)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("plain read: %v, want os.ErrDeadlineExceeded at the socket's deadline", err)
+	}
+	if now := time.Now(); now.Before(user) {
+		t.Errorf("plain read ended %v before the socket's deadline (at the stale one)", user.Sub(now))
+	}
+}
