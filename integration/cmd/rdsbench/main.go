@@ -331,11 +331,7 @@ func extractFiles(out []byte, dir, prefix, suffix string) ([]string, error) {
 func shipPerf(dir string) error {
 	bin, err := exec.LookPath("perf")
 	if err != nil && os.Geteuid() == 0 {
-		logf("installing linux-perf")
-		cmd := exec.Command("apt-get", "install", "-y", "--no-install-recommends", "linux-perf")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if err = cmd.Run(); err == nil {
+		if err = aptInstall("linux-perf"); err == nil {
 			bin, err = exec.LookPath("perf")
 		}
 	}
@@ -599,14 +595,8 @@ func buildC(root string, progs map[string]string, dir string) (string, error) {
 		if os.Geteuid() != 0 {
 			return "", errors.New("the C baseline needs gcc and a static libc: apt-get install gcc libc6-dev")
 		}
-		logf("installing gcc and libc6-dev")
-		for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "gcc", "libc6-dev"}} {
-			cmd := exec.Command("apt-get", args...)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-			if err := cmd.Run(); err != nil {
-				return "", fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
-			}
+		if err := aptInstall("gcc", "libc6-dev"); err != nil {
+			return "", err
 		}
 	}
 	for src, bin := range progs {
@@ -619,6 +609,21 @@ func buildC(root string, progs map[string]string, dir string) (string, error) {
 		}
 	}
 	return firstLine("gcc", "--version"), nil
+}
+
+// aptInstall installs Debian packages (as root): the package lists first,
+// then the packages without their recommendations.
+func aptInstall(pkgs ...string) error {
+	logf("installing %s", strings.Join(pkgs, " "))
+	for _, args := range [][]string{{"update"}, append([]string{"install", "-y", "--no-install-recommends"}, pkgs...)} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("apt-get %s: %w", strings.Join(args, " "), err)
+		}
+	}
+	return nil
 }
 
 func haveStaticLibc() bool {

@@ -133,6 +133,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	}
 	bin := d.cfg.StressC
 	recvArgs, sendArgs := w.CArgs(run)
+	stem := fmt.Sprintf("%s-%d-", strings.ReplaceAll(w.Name, " ", "_"), d.port) // names a profile or perf file
 	if goTool {
 		bin = d.cfg.Rdscat
 		run.Ready = filepath.Join(os.TempDir(), fmt.Sprintf("rdsbench-ready-%d", d.port))
@@ -140,7 +141,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		defer os.Remove(run.Ready)
 		recvArgs, sendArgs = w.RdscatArgs(run)
 		if dir := d.cfg.ProfileDir; dir != "" {
-			base := filepath.Join(dir, fmt.Sprintf("%s-%d-", strings.ReplaceAll(w.Name, " ", "_"), d.port))
+			base := filepath.Join(dir, stem)
 			recvArgs = append(recvArgs, "-cpuprofile", base+"receiver.pprof")
 			sendArgs = append(sendArgs, "-cpuprofile", base+"sender.pprof")
 		}
@@ -151,7 +152,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		if goTool {
 			tool = "go"
 		}
-		base := filepath.Join(d.cfg.PerfDir, fmt.Sprintf("%s-%d-%s-", strings.ReplaceAll(w.Name, " ", "_"), d.port, tool))
+		base := filepath.Join(d.cfg.PerfDir, stem+tool+"-")
 		recvBin, recvArgs = PerfRecord(d.cfg.Perf, base+"receiver.data", bin, recvArgs)
 		sendBin, sendArgs = PerfRecord(d.cfg.Perf, base+"sender.data", bin, sendArgs)
 	}
