@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/go-rds/rds/internal/barrierlink"
 )
 
 // Token identifies one tracked operation. Tokens start at 1 and increase
@@ -109,7 +111,7 @@ type slot struct {
 	kind     opKind
 	lane     uint32
 	epoch    uint64 // kindSent: the seal count when it was sent; kindSealed: its own seal
-	deadline int64  // UnixNano; 0: none
+	deadline int64  // on barrierlink.Clock; 0: none
 	keep     any
 	rel      Releaser
 }
@@ -173,7 +175,7 @@ type Tracker struct {
 	spare   atomic.Pointer[batch]
 
 	timer   *time.Timer
-	timerAt int64 // UnixNano the timer is armed for; 0: not armed
+	timerAt int64 // when the timer fires (barrierlink.Clock); 0: not armed
 	closed  bool  // Close was called: never arm the timer again
 
 	ch         chan Completion
@@ -225,9 +227,11 @@ func (t *Tracker) Begin(op Entry) Token {
 func (t *Tracker) begin(deadline time.Time, keep any, rel Releaser, kind opKind, lane uint32) Token {
 	var dl int64
 	if !deadline.IsZero() {
-		dl = deadline.UnixNano()
+		if dl = barrierlink.ClockOf(deadline); dl == 0 {
+			dl = -1 // 0 means none
+		}
 	} else if t.timeout > 0 {
-		dl = time.Now().Add(t.timeout).UnixNano()
+		dl = barrierlink.Clock() + int64(t.timeout)
 	}
 	t.mu.Lock()
 	if uint64(t.next-t.low) >= uint64(len(t.slots)) {
@@ -270,7 +274,7 @@ func (t *Tracker) armLocked(dl int64) {
 		return
 	}
 	t.timerAt = dl
-	d := time.Duration(dl - time.Now().UnixNano())
+	d := time.Duration(dl - barrierlink.Clock())
 	if d < 0 {
 		d = 0
 	}
@@ -557,7 +561,7 @@ func (t *Tracker) wakeLocked() {
 func (t *Tracker) expire() {
 	var done []Completion
 	t.mu.Lock()
-	now := time.Now().UnixNano()
+	now := barrierlink.Clock()
 	var earliest int64
 	for tok := t.low; tok < t.next; tok++ {
 		sl := &t.slots[uint64(tok)&t.mask]

@@ -46,7 +46,7 @@ type reader struct {
 	drained chan struct{} // signaled when ReadMsg took a data message
 	want    atomic.Int32  // ReadMsg calls waiting for the slot
 	ctl     [ctlSpace]byte
-	// A waiter set the socket's read deadline to dl (UnixNano). It stays
+	// A waiter set the socket's read deadline to dl (barrierlink.Clock). It stays
 	// set after the wait: operations complete in order and their
 	// deadlines grow, so one set deadline serves many waits, and when it
 	// passes early the reader finds nothing expired and moves it on.
@@ -80,7 +80,7 @@ func (c *Conn) wantLoad() int32 { return c.rd.want.Load() }
 
 func (c *Conn) setDeadline(dl int64) {
 	c.rd.dlSet, c.rd.dl = true, dl
-	c.c.SetReadDeadline(time.Unix(0, dl))
+	c.c.SetReadDeadline(barrierlink.ClockTime(dl))
 }
 
 // ownDeadlinePassed handles a read that ended with err: if the read

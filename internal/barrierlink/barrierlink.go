@@ -7,8 +7,8 @@ import "time"
 
 // Functions set by package barrier; t is a *barrier.Tracker.
 var (
-	// NextDeadline returns the earliest deadline (UnixNano) of a pending
-	// operation, 0 if none.
+	// NextDeadline returns the earliest deadline of a pending operation
+	// on the Clock (see ClockTime), 0 if none.
 	NextDeadline func(t any) int64
 
 	// Expire times out the pending operations whose deadline passed.
@@ -39,3 +39,18 @@ var (
 	// complete.
 	Unsealed func(t any, tok uint64, all bool) bool
 )
+
+// The trackers' clock: nanoseconds since clockBase on the monotonic clock,
+// never 0 in practice. Reading it costs one clock read (time.Now costs
+// two: the wall clock too), and a time.Time made from it carries the
+// monotonic reading, so time.Until on it costs one read as well.
+var clockBase = time.Now()
+
+// Clock returns the trackers' time now.
+func Clock() int64 { return int64(time.Since(clockBase)) }
+
+// ClockOf converts t to the trackers' clock.
+func ClockOf(t time.Time) int64 { return int64(t.Sub(clockBase)) }
+
+// ClockTime converts a time on the trackers' clock to a time.Time.
+func ClockTime(ns int64) time.Time { return clockBase.Add(time.Duration(ns)) }
