@@ -51,14 +51,18 @@ const kernelSlice = 10 * time.Millisecond
 type kfd struct {
 	fd int
 
+	// refs counts the calls using fd, plus kfdClosing once Close was
+	// called: no new calls then. Calls take and drop their reference with
+	// one atomic add each; the last one out after Close signals drained.
+	refs    atomic.Int64
+	drained chan struct{}
+
 	mu       sync.Mutex
-	refs     int           // calls using fd
-	closing  bool          // Close was called: no new calls
-	drained  chan struct{} // closed by the last call out once closing
-	rdl, wdl time.Time     // deadlines in force; zero: none
-	waiting  []*kwaiter    // sleeping in ppoll; a few at most, so a slice
-	idle     []*kwaiter    // waiters gone, for reuse
-	er, ew   *epollFile    // epoll instances for parked reads and writes, once used
+	closing  bool       // Close was called (under mu, for the sleepers)
+	rdl, wdl time.Time  // deadlines in force; zero: none
+	waiting  []*kwaiter // sleeping in ppoll; a few at most, so a slice
+	idle     []*kwaiter // waiters gone, for reuse
+	er, ew   *epollFile // epoll instances for parked reads and writes, once used
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -145,31 +149,31 @@ var (
 	procsSeen  atomic.Int32
 )
 
+// kfdClosing is the bit of kfd.refs that Close sets.
+const kfdClosing = 1 << 62
+
 func newKfd(fd int) *kfd {
-	return &kfd{fd: fd}
+	return &kfd{fd: fd, drained: make(chan struct{}, 1)}
 }
 
+// acquire takes a reference for a call, unless Close was called.
 func (k *kfd) acquire() bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.closing {
+	if k.refs.Add(1)&kfdClosing != 0 {
+		k.release()
 		return false
 	}
-	k.refs++
 	return true
 }
 
+// release drops a call's reference. The count reaches kfdClosing alone
+// only after Close, when no call uses fd any more (a refused acquire may
+// get there too, with no call in: Close then waits for nobody).
 func (k *kfd) release() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.releaseLocked()
-}
-
-func (k *kfd) releaseLocked() {
-	k.refs--
-	if k.closing && k.refs == 0 && k.drained != nil {
-		close(k.drained)
-		k.drained = nil
+	if k.refs.Add(-1) == kfdClosing {
+		select {
+		case k.drained <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -294,7 +298,7 @@ func (k *kfd) leave(w *kwaiter) {
 	defer k.mu.Unlock()
 	k.waiting = removeWaiter(k.waiting, w)
 	k.idle = append(k.idle, w)
-	k.releaseLocked()
+	k.release()
 }
 
 // removeWaiter deletes w from ws, which holds it once, without keeping the
@@ -353,12 +357,8 @@ func (k *kfd) close() error {
 		return errKfdClosed
 	}
 	k.closing = true
+	busy := k.refs.Add(kfdClosing) != kfdClosing
 	k.wakeLocked()
-	var drained chan struct{}
-	if k.refs > 0 {
-		drained = make(chan struct{})
-		k.drained = drained
-	}
 	eps := [2]*epollFile{k.er, k.ew}
 	k.mu.Unlock()
 	for _, e := range eps {
@@ -366,8 +366,8 @@ func (k *kfd) close() error {
 			e.f.Close() // wakes the goroutines parked on it
 		}
 	}
-	if drained != nil {
-		<-drained
+	if busy {
+		<-k.drained
 	}
 	for _, w := range k.idle {
 		if w.efd >= 0 {

@@ -360,3 +360,45 @@ func TestWriteWithRoomSkipsThePoller(t *testing.T) {
 	}
 	_ = b
 }
+
+// TestKfdCloseWaitsForCalls: Close waits until the calls holding the
+// descriptor are out, and refuses new ones meanwhile.
+func TestKfdCloseWaitsForCalls(t *testing.T) {
+	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := newKfd(fd)
+	if !k.acquire() || !k.acquire() {
+		t.Fatal("acquire on an open kfd failed")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- k.close() }()
+	for k.refs.Load()&kfdClosing == 0 {
+		runtime.Gosched()
+	}
+	if k.acquire() {
+		t.Fatal("acquire succeeded after Close")
+	}
+	k.release()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a call still held the descriptor", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	k.release()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the last call released the descriptor")
+	}
+	if got := k.refs.Load(); got != kfdClosing {
+		t.Errorf("refs after Close = %#x, want %#x", got, kfdClosing)
+	}
+	if err := k.close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("second Close = %v, want net.ErrClosed", err)
+	}
+}

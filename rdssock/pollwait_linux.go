@@ -163,7 +163,7 @@ func (k *kfd) putWaiter(w *kwaiter) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.idle = append(k.idle, w)
-	k.releaseLocked()
+	k.release()
 }
 
 func (w *kwaiter) doRead(uintptr) bool  { return w.try(unix.EPOLLIN) }
