@@ -164,8 +164,9 @@ func equal(a, b []string) bool {
 // A control buffer of the op's own holds the notice when the caller gave
 // none, and control data that fits the caller's oob is handed over.
 func TestHandOver(t *testing.T) {
-	op := getOp(nil, nil, 0)
-	defer putOp(op)
+	var c Conn
+	op := c.getOp(false, nil, nil, 0)
+	defer c.putOp(false, op)
 	op.useOwnControl()
 	if op.ctlLen != congNoticeSpace || op.hdr.Control != &op.ctl[0] {
 		t.Fatalf("useOwnControl: ctlLen %d", op.ctlLen)
@@ -178,5 +179,31 @@ func TestHandOver(t *testing.T) {
 	oob := make([]byte, congNoticeSpace)
 	if n, f := op.handOver(oob); n != congNoticeSpace || f != 0 || !bytes.Equal(oob, op.ctl[:]) {
 		t.Errorf("handOver(%d bytes) = %d, %#x; want all of it", len(oob), n, f)
+	}
+}
+
+// A Conn keeps one op per direction: a call after call gets the same one
+// back, and a call while another has it gets its own.
+func TestConnKeepsOps(t *testing.T) {
+	var c Conn
+	r := c.getOp(false, nil, nil, 0)
+	c.putOp(false, r)
+	if again := c.getOp(false, nil, nil, 0); again != r {
+		t.Errorf("second read got another op than the one kept")
+	} else {
+		other := c.getOp(false, nil, nil, 0)
+		if other == r {
+			t.Fatalf("a read while another runs got the same op")
+		}
+		w := c.getOp(true, nil, nil, 0)
+		if w == r || w == other {
+			t.Fatalf("a write got a read's op")
+		}
+		c.putOp(false, again)
+		c.putOp(false, other) // c keeps one already: to the pool
+		c.putOp(true, w)
+		if c.ops[0].Load() != r || c.ops[1].Load() != w {
+			t.Errorf("kept ops: %p %p, want %p %p", c.ops[0].Load(), c.ops[1].Load(), r, w)
+		}
 	}
 }

@@ -32,6 +32,8 @@ type Conn struct {
 
 	readDeadline, writeDeadline deadlineMux
 
+	ops [2]atomic.Pointer[msgOp] // an op kept for the next read ([0]) and write ([1])
+
 	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
 }
 

@@ -56,8 +56,14 @@ var opPool = sync.Pool{New: func() any {
 	return op
 }}
 
-func getOp(b, oob []byte, flags int) *msgOp {
-	op := opPool.Get().(*msgOp)
+// getOp returns an op for a call on c: the one c keeps for its direction
+// (one atomic swap: a goroutine that reads or writes call after call
+// always finds it there), or one from the pool while another call has it.
+func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
+	op := c.ops[b2i(write)].Swap(nil)
+	if op == nil {
+		op = opPool.Get().(*msgOp)
+	}
 	op.hdr = unix.Msghdr{}
 	if len(b) > 0 {
 		op.iov.Base = &b[0]
@@ -79,11 +85,21 @@ func getOp(b, oob []byte, flags int) *msgOp {
 	return op
 }
 
-// putOp clears references to the caller's buffers before pooling the op.
-func putOp(op *msgOp) {
+// putOp clears references to the caller's buffers and gives the op back
+// to c, or to the pool if c keeps one already.
+func (c *Conn) putOp(write bool, op *msgOp) {
 	op.hdr = unix.Msghdr{}
 	op.iov = unix.Iovec{}
-	opPool.Put(op)
+	if !c.ops[b2i(write)].CompareAndSwap(nil, op) {
+		opPool.Put(op)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // recvSyscall runs recvmsg once; it reports whether the poller may stop
@@ -285,7 +301,7 @@ func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n,
 }
 
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
-	op := getOp(b, oob, flags)
+	op := c.getOp(false, b, oob, flags)
 	op.spin.limit = time.Duration(c.busyPoll.Load())
 	op.skipCong = c.ownsCongNotices()
 	ownCtl := op.skipCong && len(oob) < congNoticeSpace
@@ -301,7 +317,7 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	}
 	from = op.sa.getZone(op.hdr.Namelen, c.otherNS)
 	errno := op.errno
-	putOp(op)
+	c.putOp(false, op)
 	switch {
 	case perr != nil:
 		return 0, 0, 0, netip.AddrPort{}, opError("read", c.LocalAddr(), nil, c.pollErr(perr))
@@ -343,11 +359,11 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 	if err := c.warmedUp(ctx, to, flags); err != nil {
 		return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
 	}
-	op := getOp(b, oob, flags)
+	op := c.getOp(true, b, oob, flags)
 	if to.IsValid() {
 		sl, err := op.sa.put(to)
 		if err != nil {
-			putOp(op)
+			c.putOp(true, op)
 			return 0, opError("write", c.LocalAddr(), &Addr{to}, err)
 		}
 		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
@@ -356,7 +372,7 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
 	perr := c.wait(ctx, true, &op.sendWait)
 	n, errno := op.n, op.errno
-	putOp(op)
+	c.putOp(true, op)
 	switch {
 	case perr != nil:
 		return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(perr))
