@@ -112,6 +112,7 @@ type Conn struct {
 	regs      atomic.Uint64
 	deregs    atomic.Uint64
 	scratch   sync.Pool
+	spare     atomic.Pointer[scratch] // kept for the next send: one swap instead of the pool
 	records   sync.Pool
 	rd        reader
 
@@ -296,11 +297,19 @@ type scratch struct {
 	oob    [cmsg.RDMAArgsSpace + cmsg.RDMAMapSpace + cmsg.RDMADestSpace + cmsg.AtomicSpace]byte
 }
 
-func (c *Conn) getScratch() *scratch { return c.scratch.Get().(*scratch) }
+func (c *Conn) getScratch() *scratch {
+	if s := c.spare.Swap(nil); s != nil {
+		return s
+	}
+	return c.scratch.Get().(*scratch)
+}
+
 func (c *Conn) putScratch(s *scratch) {
 	s.iov = [MaxLocal]rdsabi.Iovec{}
 	s.cookie = 0
-	c.scratch.Put(s)
+	if !c.spare.CompareAndSwap(nil, s) {
+		c.scratch.Put(s)
+	}
 }
 
 // opRecord holds the regions (and pool buffers) an operation uses until
@@ -472,21 +481,9 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 // completion notices. It is for programs that read the socket themselves;
 // ReadMsg and Wait do this for every message they read.
 func (c *Conn) HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, err error) {
-	notices, err = c.tr.Process(oob)
+	dest, hasDest, notices, _, err = c.handle(oob)
 	if err != nil {
 		return 0, false, notices, err
-	}
-	p := cmsg.NewParser(oob)
-	for {
-		m, perr := p.Next()
-		if perr != nil {
-			break
-		}
-		if m.Is(cmsg.LevelRDS, cmsg.TypeRDMADest) {
-			if ck, derr := m.RDMADest(); derr == nil {
-				dest, hasDest = ck, true
-			}
-		}
 	}
 	return dest, hasDest, notices, nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"sync/atomic"
@@ -46,10 +47,11 @@ type reader struct {
 	drained chan struct{} // signaled when ReadMsg took a data message
 	want    atomic.Int32  // ReadMsg calls waiting for the slot
 	ctl     [ctlSpace]byte
-	// A waiter set the socket's read deadline to dl (barrierlink.Clock). It stays
-	// set after the wait: operations complete in order and their
-	// deadlines grow, so one set deadline serves many waits, and when it
-	// passes early the reader finds nothing expired and moves it on.
+	// A waiter set the socket's read deadline to dl (on
+	// barrierlink.Clock). It stays set after the wait: operations
+	// complete in order and their deadlines grow, so one set deadline
+	// serves many waits, and when it passes early the reader finds
+	// nothing expired and moves it on.
 	// Setting it costs a runtime timer update per call.
 	dlSet bool
 	dl    int64
@@ -201,19 +203,32 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 	}
 }
 
-// handle processes one message's control data: it resolves completion
-// notices and returns an announced cookie; other reports control messages
-// of other kinds.
+// handle processes one message's control data in one walk: it resolves
+// completion notices as Tracker.Process does (stopping at the first
+// malformed one) and returns an announced cookie; other reports control
+// messages of other kinds.
 func (c *Conn) handle(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, other bool, err error) {
-	notices, err = c.tr.Process(oob)
 	p := cmsg.NewParser(oob)
 	for {
 		m, perr := p.Next()
 		if perr != nil {
-			break
+			if perr != io.EOF && err == nil {
+				err = perr
+			}
+			return dest, hasDest, notices, other, err
 		}
 		switch {
 		case m.Is(cmsg.LevelRDS, cmsg.TypeRDMAStatus):
+			if err != nil {
+				continue // Process stops at a malformed notice
+			}
+			st, serr := m.RDMAStatus()
+			if serr != nil {
+				err = serr
+				continue
+			}
+			notices++
+			c.tr.Complete(barrier.Token(st.UserToken), barrier.FromKernel(int32(st.Status)))
 		case m.Is(cmsg.LevelRDS, cmsg.TypeRDMADest):
 			if ck, derr := m.RDMADest(); derr == nil {
 				dest, hasDest = ck, true
@@ -222,7 +237,6 @@ func (c *Conn) handle(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, 
 			other = true
 		}
 	}
-	return dest, hasDest, notices, other, err
 }
 
 func (c *Conn) signalDrained() {
