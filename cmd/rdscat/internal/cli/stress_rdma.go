@@ -539,12 +539,11 @@ type rdmaCredit struct {
 
 // rdmaTask is a sender task's RDMA state.
 type rdmaTask struct {
-	rc       *rdmaops.Conn
-	region   *rdmaops.Region
-	slots    []rdmaSlot
-	free     chan int      // slots released by the kernel
-	fail     chan struct{} // closed at the first failed operation
-	failOnce sync.Once
+	rc     *rdmaops.Conn
+	region *rdmaops.Region
+	slots  []rdmaSlot
+	free   freeSlots   // slots released by the kernel
+	failed atomic.Bool // an operation failed
 
 	// Owned by the task's goroutine, which reads the socket.
 	credits  []rdmaCredit // granted by the receiver, oldest first from credHead
@@ -556,6 +555,35 @@ type rdmaTask struct {
 
 	verified, badData atomic.Uint64
 	remoteBad         uint64 // the receiver's verify errors, from its count
+}
+
+// freeSlots holds the slots free for an operation. The task's goroutine
+// takes them; the tracker's release hook, which runs in that goroutine
+// while it reads the socket and in others at Close or a late status, puts
+// them back. (A mutex and a slice: a buffered channel cost twice as much
+// per operation.)
+type freeSlots struct {
+	mu  sync.Mutex
+	ids []int
+}
+
+func (f *freeSlots) put(id int) {
+	f.mu.Lock()
+	f.ids = append(f.ids, id)
+	f.mu.Unlock()
+}
+
+// take returns a free slot, if there is one.
+func (f *freeSlots) take() (int, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.ids)
+	if n == 0 {
+		return 0, false
+	}
+	id := f.ids[n-1]
+	f.ids = f.ids[:n-1]
+	return id, true
 }
 
 // rdmaSenderReport is the sender's RDMA part of the JSON summary.
@@ -579,14 +607,13 @@ func (o *stressOpts) newRDMATask(s *sender, t *senderTask) error {
 	rt := &rdmaTask{
 		region:  region,
 		slots:   make([]rdmaSlot, o.depth),
-		free:    make(chan int, o.depth),
-		fail:    make(chan struct{}),
+		free:    freeSlots{ids: make([]int, 0, o.depth)},
 		cookies: make(map[int]cmsg.Cookie),
 		credits: make([]rdmaCredit, 0, 2*o.depth),
 	}
 	for i := range rt.slots {
 		rt.slots[i] = rdmaSlot{slot: i, span: [1]rdmaops.Span{region.Span(i*stride, int(o.rdmaSize))}}
-		rt.free <- i
+		rt.free.put(i)
 	}
 	tr := barrier.New(&barrier.Config{
 		Timeout:    o.timeout,
@@ -633,7 +660,7 @@ func (s *sender) rdmaDone(t *senderTask, c barrier.Completion) {
 	default:
 		rt.status[c.Status].Add(1)
 		s.errs.Add(1)
-		rt.failOnce.Do(func() { close(rt.fail) })
+		rt.failed.Store(true)
 	}
 }
 
@@ -642,7 +669,7 @@ func (s *sender) rdmaDone(t *senderTask, c barrier.Completion) {
 // when the socket closes.
 func (rt *rdmaTask) rdmaReleased(c barrier.Completion) {
 	if sl, ok := c.Keep.(*rdmaSlot); ok {
-		rt.free <- sl.slot
+		rt.free.put(sl.slot)
 	}
 }
 
@@ -720,16 +747,13 @@ func (s *sender) issueAll(sendCtx context.Context, t *senderTask, op uint8, buf 
 	}
 	imm := make([]byte, stressHeader)
 	var err error
-loop:
 	for o.count == 0 || t.sent < uint64(o.count) {
 		if rt.rejected != "" {
 			err = fmt.Errorf("the receiver refused RDMA: %s", rt.rejected)
 			break
 		}
-		select {
-		case <-rt.fail:
-			break loop
-		default:
+		if rt.failed.Load() {
+			break
 		}
 		if sendCtx.Err() != nil {
 			break
@@ -740,13 +764,11 @@ loop:
 			}
 			continue
 		}
-		var slot int
-		select {
-		case slot = <-rt.free:
-		default:
+		slot, ok := rt.free.take()
+		if !ok {
 			// Every slot is busy: wait for the oldest operation.
 			if _, err = rt.rc.Wait(sendCtx, rt.rc.Tracker().HighWater()+1); err != nil {
-				break loop
+				break
 			}
 			continue
 		}
@@ -783,9 +805,7 @@ loop:
 // refusal if it sent one, else nil.
 func (s *sender) rdmaRefusal(ctx context.Context, t *senderTask, buf []byte) error {
 	rt := t.rdma
-	select {
-	case <-rt.fail:
-	default:
+	if !rt.failed.Load() {
 		return nil
 	}
 	// Operations fail when the receiver has freed its buffers
@@ -821,12 +841,10 @@ func (s *sender) rdmaSettle(ctx context.Context, e *env, t *senderTask, buf []by
 		}
 		return *rt.finAck, nil
 	})
-	select {
-	case <-rt.fail:
+	if rt.failed.Load() {
 		// Failed operations also leave gaps in the receiver's sequence:
 		// the failure is the news.
 		return fmt.Errorf("task %d: RDMA operations failed: %s", t.id, rt.failures())
-	default:
 	}
 	return ferr
 }
