@@ -14,6 +14,14 @@ func init() {
 		tr.mu.Unlock()
 		return d
 	}
+	barrierlink.Poll = func(t any, tok uint64, all bool) (bool, int64) {
+		tr := t.(*Tracker)
+		probe := waiter{tok: Token(tok), all: all}
+		tr.mu.Lock()
+		done, next := tr.satisfiedLocked(&probe), tr.timerAt
+		tr.mu.Unlock()
+		return done, next
+	}
 	barrierlink.Expire = func(t any) { t.(*Tracker).expire() }
 	barrierlink.Watch = func(t any, tok uint64, all bool) (<-chan struct{}, any, bool) {
 		tr := t.(*Tracker)

@@ -42,10 +42,19 @@ type Msg struct {
 
 // reader is the Conn's receive side: one goroutine at a time reads the
 // socket through the Conn (ReadMsg, or a waiter in Wait/WaitAll).
+//
+// The role is a flag taken with a compare-and-swap, so that a goroutine
+// that reads call after call pays two atomic operations for it. One that
+// finds it taken counts itself in queued and waits for a token on freed,
+// which release sends when it sees someone queued: as queued is counted
+// before the last try and release clears the flag before it looks, either
+// that try succeeds or the token comes.
 type reader struct {
-	slot    chan struct{} // holds a value while nobody reads
+	busy    atomic.Bool   // a goroutine holds the reading role
+	queued  atomic.Int32  // goroutines waiting for the role
+	freed   chan struct{} // a token once the role was let go with goroutines queued
 	drained chan struct{} // signaled when ReadMsg took a data message
-	want    atomic.Int32  // ReadMsg calls waiting for the slot
+	want    atomic.Int32  // ReadMsg calls waiting for the role
 	ctl     [ctlSpace]byte
 	// A waiter set the socket's read deadline to dl (on
 	// barrierlink.Clock). It stays set after the wait: operations
@@ -72,10 +81,12 @@ type kept struct {
 }
 
 func (r *reader) init() {
-	r.slot = make(chan struct{}, 1)
-	r.slot <- struct{}{}
+	r.freed = make(chan struct{}, 1)
 	r.drained = make(chan struct{}, 1)
 }
+
+// tryRead takes the reading role if nobody holds it.
+func (c *Conn) tryRead() bool { return c.rd.busy.CompareAndSwap(false, true) }
 
 func (c *Conn) wantAdd(d int32) { c.rd.want.Add(d) }
 func (c *Conn) wantLoad() int32 { return c.rd.want.Load() }
@@ -100,8 +111,34 @@ func (c *Conn) ownDeadlinePassed(ctx context.Context, err error) bool {
 	return true
 }
 
+// awaitRead waits for the reading role for ReadMsg (counted in want, so
+// that a waiter holding it gives way) until done is closed; it reports
+// whether it got it.
+func (c *Conn) awaitRead(done <-chan struct{}) bool {
+	c.wantAdd(1)
+	defer c.wantAdd(-1)
+	c.rd.queued.Add(1)
+	defer c.rd.queued.Add(-1)
+	for !c.tryRead() {
+		select {
+		case <-c.rd.freed:
+		case <-done:
+			return false
+		}
+	}
+	return true
+}
+
+// release lets go of the reading role and, if someone waits for it,
+// leaves a token on freed.
 func (c *Conn) release() {
-	c.rd.slot <- struct{}{}
+	c.rd.busy.Store(false)
+	if c.rd.queued.Load() > 0 {
+		select {
+		case c.rd.freed <- struct{}{}:
+		default: // a token is there already
+		}
+	}
 }
 
 // ReadMsg receives the next message with data or with a sender into b,
@@ -128,17 +165,8 @@ func (c *Conn) ReadMsg(ctx context.Context, b, oob []byte) (Msg, error) {
 	if ctx != nil {
 		done = ctx.Done()
 	}
-	select {
-	case <-c.rd.slot:
-	default:
-		c.wantAdd(1)
-		select {
-		case <-c.rd.slot:
-			c.wantAdd(-1)
-		case <-done:
-			c.wantAdd(-1)
-			return Msg{}, ctx.Err()
-		}
+	if !c.tryRead() && !c.awaitRead(done) {
+		return Msg{}, ctx.Err()
 	}
 	m, err := c.readMsgLocked(ctx, b, oob)
 	c.release()
@@ -299,14 +327,6 @@ func (c *Conn) WaitAll(ctx context.Context, upTo barrier.Token) error {
 	return err
 }
 
-func (c *Conn) satisfied(tok uint64, all bool) bool {
-	if all {
-		return uint64(c.tr.HighWater()) >= tok
-	}
-	s := c.tr.Status(barrier.Token(tok))
-	return s != barrier.Pending
-}
-
 func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
 	var done <-chan struct{}
 	if ctx != nil {
@@ -315,21 +335,14 @@ func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
 	dataWait := false // a data message is waiting for ReadMsg
 	pause := 10 * time.Microsecond
 	for {
-		if c.satisfied(tok, all) {
-			return nil
-		}
-		if !dataWait {
-			select {
-			case <-c.rd.slot:
-				var err error
-				dataWait, err = c.pollLocked(ctx, tok, all)
-				c.release()
-				if err != nil {
-					return err
-				}
-				continue
-			default:
+		if !dataWait && c.tryRead() {
+			ok, dw, err := c.pollLocked(ctx, tok, all)
+			c.release()
+			if ok || err != nil {
+				return err
 			}
+			dataWait = dw
+			continue
 		}
 		// Someone else reads, or a data message waits for ReadMsg: wait
 		// for the tracker, for the reading role, or for the message to be
@@ -338,11 +351,11 @@ func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
 		if ok {
 			return nil
 		}
-		slot, drained := c.rd.slot, c.rd.drained
+		freed, drained := c.rd.freed, c.rd.drained
 		var repoll <-chan time.Time
 		var tm *time.Timer
 		if dataWait {
-			slot = nil
+			freed = nil
 			if c.wantLoad() == 0 {
 				// The backlog is full and nobody reads: look for
 				// notices, which the kernel hands out ahead of the
@@ -353,44 +366,69 @@ func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
 			}
 		} else {
 			drained = nil
+			c.rd.queued.Add(1)
+			if c.tryRead() {
+				// Let go of while this one was getting ready.
+				c.rd.queued.Add(-1)
+				barrierlink.Unwatch(c.tr, w)
+				ok, dw, err := c.pollLocked(ctx, tok, all)
+				c.release()
+				if ok || err != nil {
+					return err
+				}
+				dataWait = dw
+				continue
+			}
 		}
 		// (An unstopped timer is collected once unreachable.)
+		var roleFreed, complete bool
 		select {
 		case <-repoll:
-			barrierlink.Unwatch(c.tr, w)
-			dataWait = false
 		case <-ch:
-			barrierlink.Unwatch(c.tr, w)
+			complete = true
+		case <-freed:
+			roleFreed = true
+		case <-drained:
+		case <-done:
+		}
+		if freed != nil {
+			c.rd.queued.Add(-1)
+		}
+		barrierlink.Unwatch(c.tr, w)
+		switch {
+		case complete:
 			return nil
-		case <-slot:
-			barrierlink.Unwatch(c.tr, w)
-			var err error
-			dataWait, err = c.pollLocked(ctx, tok, all)
+		case ctx != nil && ctx.Err() != nil && !roleFreed:
+			return ctx.Err()
+		case roleFreed:
+			if !c.tryRead() {
+				continue // someone else took it
+			}
+			ok, dw, err := c.pollLocked(ctx, tok, all)
 			c.release()
-			if err != nil {
+			if ok || err != nil {
 				return err
 			}
-		case <-drained:
-			barrierlink.Unwatch(c.tr, w)
+			dataWait = dw
+		default: // the backlog drained, or time to look for notices
 			dataWait = false
-		case <-done:
-			barrierlink.Unwatch(c.tr, w)
-			return ctx.Err()
 		}
 	}
 }
 
-// pollLocked reads the socket, holding the slot, until the wait is
-// satisfied or a data message must be left for ReadMsg (dataWait).
-func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (dataWait bool, err error) {
+// pollLocked reads the socket, holding the reading role, until the wait
+// is satisfied (done) or a data message must be left for ReadMsg
+// (dataWait).
+func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (done, dataWait bool, err error) {
 	r := &c.rd
 	for {
-		if c.satisfied(tok, all) {
-			return false, nil
+		ok, dl := barrierlink.Poll(c.tr, tok, all)
+		if ok {
+			return true, false, nil
 		}
 		// A deadline already set that is earlier than needed only wakes
 		// the reader early (see reader.dlSet).
-		if dl := barrierlink.NextDeadline(c.tr); dl != 0 && (!r.dlSet || dl < r.dl) {
+		if dl != 0 && (!r.dlSet || dl < r.dl) {
 			c.setDeadline(dl)
 		}
 		// Peek: the kernel hands out (and consumes) completion notices
@@ -400,7 +438,7 @@ func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (dataWait b
 			if c.ownDeadlinePassed(ctx, rerr) {
 				continue
 			}
-			return false, rerr
+			return false, false, rerr
 		}
 		if n == 0 && !from.IsValid() && flags&unix.MSG_TRUNC == 0 {
 			if _, _, _, other, _ := c.handle(r.ctl[:oobn]); other && r.blen < Backlog && oobn <= cmsg.MaxReceiveSpace {
@@ -416,10 +454,10 @@ func (c *Conn) pollLocked(ctx context.Context, tok uint64, all bool) (dataWait b
 		}
 		// A data message heads the queue.
 		if c.wantLoad() > 0 || r.blen == Backlog {
-			return true, nil
+			return false, true, nil
 		}
 		if err := c.keep(n); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 }

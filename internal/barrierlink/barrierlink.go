@@ -11,6 +11,10 @@ var (
 	// on the Clock (see ClockTime), 0 if none.
 	NextDeadline func(t any) int64
 
+	// Poll reports, under one lock, whether a wait for tok (all: for the
+	// high-water mark to reach tok) is satisfied, and NextDeadline.
+	Poll func(t any, tok uint64, all bool) (done bool, next int64)
+
 	// Expire times out the pending operations whose deadline passed.
 	Expire func(t any)
 
