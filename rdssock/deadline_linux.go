@@ -21,23 +21,16 @@ import (
 // deadlineMux, which applies the earliest of them all. A goroutine woken by
 // someone else's deadline finds its own not reached and waits again.
 
-// opWait is an op's state for waiting in the poller: the callback, its
-// first try outside the poller (through RawConn.Control), and the op's
-// registration with a deadlineMux. Ops bind it once and are pooled, so a
-// wait allocates nothing.
+// opWait is an op's state for waiting in the poller: the callback, which
+// a call with a context also tries once outside the poller first, and the
+// op's registration with a deadlineMux. Ops bind it once and are pooled,
+// so a wait allocates nothing.
 type opWait struct {
-	f    func(fd uintptr) bool
-	run  func(fd uintptr) // bound to try
-	done bool             // the first try finished the call
-	w    ctxWaiter
+	f func(fd uintptr) bool
+	w ctxWaiter
 }
 
-func (o *opWait) bind(f func(uintptr) bool) {
-	o.f = f
-	o.run = o.try
-}
-
-func (o *opWait) try(fd uintptr) { o.done = o.f(fd) }
+func (o *opWait) bind(f func(uintptr) bool) { o.f = f }
 
 // deadlineMux arbitrates one direction's poller deadline.
 //
@@ -238,9 +231,12 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		ow.done = false
-		if c.k.Control(ow.run) == nil && ow.done {
-			return nil
+		if c.k.acquire() {
+			done := ow.f(uintptr(c.k.fd))
+			c.k.release()
+			if done {
+				return nil
+			}
 		}
 		return c.waitContext(ctx, write, ow)
 	}
