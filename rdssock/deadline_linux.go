@@ -231,21 +231,14 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		tried := false
-		if write || !c.k.pollFirst.Load() {
-			if c.k.acquire() {
-				done := ow.f(uintptr(c.k.fd))
-				c.k.release()
-				if done {
-					return nil
-				}
+		if c.k.acquire() {
+			done := ow.f(uintptr(c.k.fd))
+			c.k.release()
+			if done {
+				return nil
 			}
-			if !write {
-				c.k.pollFirst.Store(true)
-			}
-			tried = true
 		}
-		return c.waitContext(ctx, write, ow, tried)
+		return c.waitContext(ctx, write, ow)
 	}
 	poll, mux := c.k.Read, &c.readDeadline
 	if write {
@@ -265,14 +258,11 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 	}
 }
 
-// waitContext is wait with a context that can end, after the caller tried
-// f (tried) or decided to poll first.
-func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait, tried bool) error {
+func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
+	// The caller's try just failed: wait before the next one.
 	poll, mux := c.k.readWaitFirst, &c.readDeadline
 	if write {
 		poll, mux = c.k.writeWaitFirst, &c.writeDeadline
-	} else if !tried {
-		poll = c.k.Read // which polls first (kfd.pollFirst) but still tries at a passed deadline
 	}
 	w := &ow.w
 	if err := mux.add(w, ctx); err != nil {

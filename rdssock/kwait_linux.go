@@ -4,7 +4,6 @@ package rdssock
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
 	"os"
 	"runtime"
@@ -57,14 +56,6 @@ type kfd struct {
 	// one atomic add each; the last one out after Close signals drained.
 	refs    atomic.Int64
 	drained chan struct{}
-
-	// pollFirst says that a read should ppoll before its first recvmsg:
-	// set when a read's first try found nothing (a request/response
-	// socket, which is mostly empty when read), cleared when a ppoll
-	// found a message ready at once (a stream, where a read mostly finds
-	// one queued). A read that waits costs two system calls instead of
-	// three then; when it guesses wrong, ppoll returns at once.
-	pollFirst atomic.Bool
 
 	mu       sync.Mutex
 	closing  bool       // Close was called (under mu, for the sleepers)
@@ -119,11 +110,6 @@ var kernelWaiters atomic.Int32
 // request/response round trip in the test VM takes 70-400 us, so most
 // waits of two goroutines answering each other on two Ps end within it.
 const lastPSlice = 250 * time.Microsecond
-
-// readyWithin is how soon a ppoll that finds the socket readable counts as
-// having found a message already there (kfd.pollFirst): the system call
-// alone takes some microseconds in the emulated test VM.
-const readyWithin = 20 * time.Microsecond
 
 // sleepInKernel reports whether a read may sleep in ppoll: as the n-th
 // goroutine doing so, with procs Ps, and rest left of its kernelSlice.
@@ -234,23 +220,13 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		return k.parkedWait(f, true)
 	}
 	rest := kernelSlice // of the sleeping time this call may spend in ppoll
-	tried := !tryFirst  // the caller tried already
-	if tryFirst && k.pollFirst.Load() {
-		tryFirst = false // see kfd.pollFirst
-	}
 	for try := tryFirst; ; try = true {
 		if !k.acquire() {
 			return errKfdClosed
 		}
-		if try {
-			if f(uintptr(k.fd)) {
-				k.release()
-				return nil
-			}
-			if !tried {
-				k.pollFirst.Store(true)
-			}
-			tried = true
+		if try && f(uintptr(k.fd)) {
+			k.release()
+			return nil
 		}
 		n, p := kernelWaiters.Add(1), procs()
 		if !sleepInKernel(n, p, rest) {
@@ -261,11 +237,6 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		w, timeout, err := k.enter()
 		if err != nil {
 			kernelWaiters.Add(-1)
-			if !tried && errors.Is(err, os.ErrDeadlineExceeded) && f(uintptr(k.fd)) {
-				// Past its deadline, a read still takes what is
-				// there, as it did when it tried first.
-				err = nil
-			}
 			k.release()
 			return err
 		}
@@ -277,11 +248,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		kernelWaiters.Add(-1)
 		// Linux's ppoll leaves the time it did not sleep in ts: what the
 		// sleep took needs no clock.
-		slept := timeout - time.Duration(ts.Nano())
-		rest -= slept
-		if e == 0 && ready > 0 && slept < readyWithin {
-			k.pollFirst.Store(false) // a message was (nearly) there: try first next time
-		}
+		rest -= timeout - time.Duration(ts.Nano())
 		if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])

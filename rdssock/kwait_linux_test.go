@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -401,71 +400,5 @@ func TestKfdCloseWaitsForCalls(t *testing.T) {
 	}
 	if err := k.close(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("second Close = %v, want net.ErrClosed", err)
-	}
-}
-
-// TestPollFirstAdapts: a read whose first try finds the socket empty makes
-// the next read ppoll before it tries (one system call fewer when it has
-// to wait); a ppoll that finds a message at once makes the next read try
-// first again. Either way every message arrives, and a read past its
-// deadline still takes a message that is there.
-func TestPollFirstAdapts(t *testing.T) {
-	defer setGOMAXPROCS(4)()
-	a, b := pair(t)
-	buf := make([]byte, 8)
-	if b.k.pollFirst.Load() {
-		t.Fatal("a new socket polls first")
-	}
-	got := make(chan error, 1)
-	go func() {
-		_, _, _, _, err := b.ReadMsg(buf, nil)
-		got <- err
-	}()
-	for kernelWaiters.Load() == 0 {
-		time.Sleep(100 * time.Microsecond)
-	}
-	time.Sleep(time.Millisecond) // well beyond readyWithin
-	if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatalf("ReadMsg: %v", err)
-	}
-	if !b.k.pollFirst.Load() {
-		t.Fatal("after a read that found the socket empty, the next does not poll first")
-	}
-	// A message already queued: the ppoll finds it at once.
-	if _, err := a.WriteMsg([]byte("y"), nil, noAddr); err != nil {
-		t.Fatal(err)
-	}
-	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "y" {
-		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
-	}
-	if b.k.pollFirst.Load() {
-		t.Error("after a ppoll that found a message at once, the next read still polls first")
-	}
-	// Past the deadline, a queued message is still read, in either mode.
-	for _, pollFirst := range []bool{true, false} {
-		b.k.pollFirst.Store(pollFirst)
-		if _, err := a.WriteMsg([]byte("z"), nil, noAddr); err != nil {
-			t.Fatal(err)
-		}
-		b.SetReadDeadline(time.Now().Add(-time.Second))
-		if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "z" {
-			t.Errorf("pollFirst %v, deadline passed, a message queued: ReadMsg = %q, %v", pollFirst, buf[:n], err)
-		}
-		if _, _, _, _, err := b.ReadMsg(buf, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("pollFirst %v, deadline passed, nothing queued: ReadMsg error %v", pollFirst, err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		if _, err := a.WriteMsg([]byte("c"), nil, noAddr); err != nil {
-			t.Fatal(err)
-		}
-		b.k.pollFirst.Store(pollFirst)
-		if n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil || string(buf[:n]) != "c" {
-			t.Errorf("pollFirst %v, with a context, deadline passed, a message queued: ReadMsgContext = %q, %v", pollFirst, buf[:n], err)
-		}
-		cancel()
-		b.SetReadDeadline(time.Time{})
 	}
 }
