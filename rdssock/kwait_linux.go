@@ -150,7 +150,7 @@ var (
 )
 
 // kfdClosing is the bit of kfd.refs that Close sets.
-const kfdClosing = 1 << 62
+const kfdClosing int64 = 1 << 62
 
 func newKfd(fd int) *kfd {
 	return &kfd{fd: fd, drained: make(chan struct{}, 1)}
