@@ -328,92 +328,73 @@ func (c *Conn) WaitAll(ctx context.Context, upTo barrier.Token) error {
 }
 
 func (c *Conn) wait(ctx context.Context, tok uint64, all bool) error {
+	dataWait := false // a data message is waiting for ReadMsg
+	pause := 10 * time.Microsecond
+	for {
+		if dataWait || !c.tryRead() {
+			got, over, err := c.waitTurn(ctx, tok, all, dataWait, &pause)
+			if over {
+				return err
+			}
+			if !got {
+				dataWait = false
+				continue
+			}
+		}
+		ok, dw, err := c.pollLocked(ctx, tok, all)
+		c.release()
+		if ok || err != nil {
+			return err
+		}
+		dataWait = dw
+	}
+}
+
+// waitTurn is how a Wait waits while it does not read the socket: someone
+// else reads, or a data message waits for ReadMsg (dataWait). It returns
+// when the wait is over (over, with ctx's error if ctx ended), when it took
+// the reading role (got), or when the message was taken or it is time to
+// look for notices again (neither).
+func (c *Conn) waitTurn(ctx context.Context, tok uint64, all, dataWait bool, pause *time.Duration) (got, over bool, err error) {
+	ch, w, ok := barrierlink.Watch(c.tr, tok, all)
+	if ok {
+		return false, true, nil
+	}
+	defer barrierlink.Unwatch(c.tr, w)
 	var done <-chan struct{}
 	if ctx != nil {
 		done = ctx.Done()
 	}
-	dataWait := false // a data message is waiting for ReadMsg
-	pause := 10 * time.Microsecond
-	for {
-		if !dataWait && c.tryRead() {
-			ok, dw, err := c.pollLocked(ctx, tok, all)
-			c.release()
-			if ok || err != nil {
-				return err
-			}
-			dataWait = dw
-			continue
+	freed, drained := c.rd.freed, c.rd.drained
+	var repoll <-chan time.Time
+	if dataWait {
+		freed = nil
+		if c.wantLoad() == 0 {
+			// The backlog is full and nobody reads: look for notices,
+			// which the kernel hands out ahead of the data, every so
+			// often. (An unstopped timer is collected once unreachable.)
+			*pause = min(2**pause, time.Millisecond)
+			repoll = time.NewTimer(*pause).C
 		}
-		// Someone else reads, or a data message waits for ReadMsg: wait
-		// for the tracker, for the reading role, or for the message to be
-		// taken.
-		ch, w, ok := barrierlink.Watch(c.tr, tok, all)
-		if ok {
-			return nil
-		}
-		freed, drained := c.rd.freed, c.rd.drained
-		var repoll <-chan time.Time
-		var tm *time.Timer
-		if dataWait {
-			freed = nil
-			if c.wantLoad() == 0 {
-				// The backlog is full and nobody reads: look for
-				// notices, which the kernel hands out ahead of the
-				// data, every so often.
-				pause = min(2*pause, time.Millisecond)
-				tm = time.NewTimer(pause)
-				repoll = tm.C
-			}
-		} else {
-			drained = nil
-			c.rd.queued.Add(1)
-			if c.tryRead() {
-				// Let go of while this one was getting ready.
-				c.rd.queued.Add(-1)
-				barrierlink.Unwatch(c.tr, w)
-				ok, dw, err := c.pollLocked(ctx, tok, all)
-				c.release()
-				if ok || err != nil {
-					return err
-				}
-				dataWait = dw
-				continue
-			}
-		}
-		// (An unstopped timer is collected once unreachable.)
-		var roleFreed, complete bool
-		select {
-		case <-repoll:
-		case <-ch:
-			complete = true
-		case <-freed:
-			roleFreed = true
-		case <-drained:
-		case <-done:
-		}
-		if freed != nil {
-			c.rd.queued.Add(-1)
-		}
-		barrierlink.Unwatch(c.tr, w)
-		switch {
-		case complete:
-			return nil
-		case ctx != nil && ctx.Err() != nil && !roleFreed:
-			return ctx.Err()
-		case roleFreed:
-			if !c.tryRead() {
-				continue // someone else took it
-			}
-			ok, dw, err := c.pollLocked(ctx, tok, all)
-			c.release()
-			if ok || err != nil {
-				return err
-			}
-			dataWait = dw
-		default: // the backlog drained, or time to look for notices
-			dataWait = false
+	} else {
+		drained = nil
+		c.rd.queued.Add(1)
+		defer c.rd.queued.Add(-1)
+		if c.tryRead() {
+			return true, false, nil // let go of while this one got ready
 		}
 	}
+	select {
+	case <-ch:
+		return false, true, nil
+	case <-freed:
+		return c.tryRead(), false, nil // or someone else took it first
+	case <-done:
+		return false, true, ctx.Err()
+	case <-repoll:
+	case <-drained:
+	}
+	return false, false, nil
 }
 
 // pollLocked reads the socket, holding the reading role, until the wait
