@@ -15,8 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// msgOp is the state of one sendmsg or recvmsg call. Ops are pooled and
-// their poller callbacks are bound once, so a call allocates nothing.
+// msgOp is the state of one sendmsg or recvmsg call. Ops are kept by
+// their Conn (one per direction) or pooled, and their poller callbacks are
+// bound once, so a call allocates nothing.
 // RDS messages are never sent through x/sys/unix Sendmsg/Recvmsg: those add
 // a hidden byte to an empty payload that carries control data (and
 // mdlayher/socket, which the package no longer uses, reports a 0-byte read
