@@ -7,11 +7,13 @@
 //	selfcheck hang      never exit
 //	selfcheck panic     crash the guest kernel through sysrq
 //	selfcheck peer N    exit 0 in the main VM and N in the peer VM
-//	selfcheck peerhang  exit 0 in the main VM, hang in the peer VM
+//	selfcheck peerhang  exit 0 in the main VM once the peer VM hangs
 package main
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"time"
@@ -46,13 +48,21 @@ func main() {
 		fmt.Printf("selfcheck: role %s of %s VMs exiting with %d\n", vmtest.Role(), os.Getenv("RDSVM_VMS"), n)
 		os.Exit(n)
 	case "peerhang":
+		// The main VM finishes only once the peer says it hangs, so that
+		// rdsvm has a running peer to stop however slowly it booted (on
+		// a loaded host one printed nothing in the 40s it was given).
+		addr := netip.AddrPortFrom(vmtest.MainAddr4, peerhangPort)
 		if vmtest.Role() == vmtest.RoleMain {
+			if err := awaitPeer(addr, 3*time.Minute); err != nil {
+				fmt.Println("selfcheck:", err)
+			}
 			fmt.Println("selfcheck: main done")
 			return
 		}
 		fmt.Println("selfcheck: peer hanging")
 		for {
-			time.Sleep(time.Hour)
+			tellMain(addr)
+			time.Sleep(200 * time.Millisecond)
 		}
 	case "hang":
 		fmt.Println("selfcheck: hanging")
@@ -72,4 +82,34 @@ func main() {
 		fmt.Fprintf(os.Stderr, "selfcheck: unknown mode %q\n", os.Args[1])
 		os.Exit(2)
 	}
+}
+
+// peerhangPort is the UDP port on which the main VM of "peerhang" waits
+// for the peer's word.
+const peerhangPort = 7999
+
+// awaitPeer waits up to d for a datagram at addr.
+func awaitPeer(addr netip.AddrPort, d time.Duration) error {
+	c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(d))
+	var b [16]byte
+	if _, _, err := c.ReadFromUDPAddrPort(b[:]); err != nil {
+		return fmt.Errorf("no word from the peer within %v: %w", d, err)
+	}
+	return nil
+}
+
+// tellMain sends a datagram to addr, ignoring errors (the main VM may not
+// listen yet, or be gone).
+func tellMain(addr netip.AddrPort) {
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		return
+	}
+	c.Write([]byte("hanging"))
+	c.Close()
 }
