@@ -202,8 +202,11 @@ func TestConnKeepsOps(t *testing.T) {
 		c.putOp(false, again)
 		c.putOp(false, other) // c keeps one already: to the pool
 		c.putOp(true, w)
-		if c.ops[0].Load() != r || c.ops[1].Load() != w {
-			t.Errorf("kept ops: %p %p, want %p %p", c.ops[0].Load(), c.ops[1].Load(), r, w)
+		if c.op[0] != r || c.op[1] != w || c.opBusy[0].Load() || c.opBusy[1].Load() {
+			t.Errorf("kept ops: %p %p (busy %v %v), want %p %p, free", c.op[0], c.op[1], c.opBusy[0].Load(), c.opBusy[1].Load(), r, w)
+		}
+		if other.kept {
+			t.Errorf("the pool's op is marked as kept")
 		}
 	}
 }

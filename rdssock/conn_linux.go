@@ -32,7 +32,10 @@ type Conn struct {
 
 	readDeadline, writeDeadline deadlineMux
 
-	ops [2]atomic.Pointer[msgOp] // an op kept for the next read ([0]) and write ([1])
+	// An op kept for the reads ([0]) and the writes ([1]); opBusy[i] is
+	// set while a call uses op[i] (allocated by its first user).
+	op     [2]*msgOp
+	opBusy [2]atomic.Bool
 
 	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
 }

@@ -222,36 +222,49 @@ func (m *deadlineMux) release() {
 
 // wait runs f in the poller (read or write side) until f reports done, the
 // application's deadline passes, ctx ends (ctx may be nil), or the socket
-// is closed.
-//
-// With a context that can end, it first runs f once outside the poller:
-// most calls find the socket ready, and then they skip the registration.
+// is closed. It first runs f once outside the poller: most calls find the
+// socket ready and go no further.
 func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	if c.k.acquire() {
+		done := ow.f(uintptr(c.k.fd))
+		c.k.release()
+		if done {
+			return nil
+		}
+	}
+	return c.waitAfterTry(ctx, write, ow)
+}
+
+// ctxErr is ctx's error, or nil for a nil ctx or one that cannot end.
+func ctxErr(ctx context.Context) error {
+	if ctx == nil || ctx.Done() == nil {
+		return nil
+	}
+	return ctx.Err()
+}
+
+// waitAfterTry is wait for a caller whose own try of f (outside the
+// poller, after ctxErr) just found nothing to do: it waits before it
+// tries again.
+func (c *Conn) waitAfterTry(ctx context.Context, write bool, ow *opWait) error {
 	if ctx != nil && ctx.Done() != nil {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if c.k.acquire() {
-			done := ow.f(uintptr(c.k.fd))
-			c.k.release()
-			if done {
-				return nil
-			}
-		}
 		return c.waitContext(ctx, write, ow)
 	}
-	poll, mux := c.k.Read, &c.readDeadline
+	mux := &c.readDeadline
 	if write {
-		poll, mux = c.k.Write, &c.writeDeadline
+		mux = &c.writeDeadline
 	}
-	for {
-		err := poll(ow.f)
+	for tryFirst := false; ; tryFirst = true {
+		err := c.k.wait(ow.f, write, tryFirst)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || mux.userPassed() {
 			return err
 		}
 		// Woken by a stale deadline (applied again now), or by another
-		// goroutine's context: wait again once it has had the chance to
-		// withdraw its deadline.
+		// goroutine's context: try and wait again once it has had the
+		// chance to withdraw its deadline.
 		if !mux.refresh() {
 			runtime.Gosched()
 		}
@@ -260,9 +273,9 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 
 func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
 	// The caller's try just failed: wait before the next one.
-	poll, mux := c.k.readWaitFirst, &c.readDeadline
+	mux := &c.readDeadline
 	if write {
-		poll, mux = c.k.writeWaitFirst, &c.writeDeadline
+		mux = &c.writeDeadline
 	}
 	w := &ow.w
 	if err := mux.add(w, ctx); err != nil {
@@ -271,7 +284,7 @@ func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
 	}
 	var err error
 	for {
-		err = poll(ow.f)
+		err = c.k.wait(ow.f, write, false)
 		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -137,10 +138,12 @@ func sleepFor(n int32, procs int, rest, until time.Duration) (time.Duration, boo
 // rest of a wait's bookkeeping, and it rarely changes.
 func procs() int {
 	if procsCalls.Add(1)%procsEvery == 1 {
-		procsSeen.Store(int32(runtime.GOMAXPROCS(0)))
+		readProcs()
 	}
 	return int(procsSeen.Load())
 }
+
+func readProcs() { procsSeen.Store(int32(runtime.GOMAXPROCS(0))) }
 
 const procsEvery = 256
 
@@ -195,12 +198,6 @@ func (k *kfd) Read(f func(fd uintptr) bool) error { return k.wait(f, false, true
 // for the socket to be writable between tries.
 func (k *kfd) Write(f func(fd uintptr) bool) error { return k.wait(f, true, true) }
 
-// readWaitFirst and writeWaitFirst are Read and Write for a caller whose
-// own try just failed: they wait before the first try.
-func (k *kfd) readWaitFirst(f func(fd uintptr) bool) error { return k.wait(f, false, false) }
-
-func (k *kfd) writeWaitFirst(f func(fd uintptr) bool) error { return k.wait(f, true, false) }
-
 func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 	if write {
 		// Writes wait rarely (a full send buffer, a congested
@@ -244,7 +241,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(w.efd), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(int64(timeout))
 		// The goroutine keeps its P while it sleeps (see kernelWaiters).
-		ready, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		ready, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		kernelWaiters.Add(-1)
 		// Linux's ppoll leaves the time it did not sleep in ts: what the
 		// sleep took needs no clock.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -46,23 +47,41 @@ type msgOp struct {
 	send func(fd uintptr) bool // bound to doSend
 
 	recvWait, sendWait opWait // recv and send, for Conn.wait
+
+	kept bool // the op is a Conn's own (Conn.op), not the pool's
+
+	// saTo is the destination sa holds, encoded in saLen bytes, so that
+	// sends to the same peer encode it once; zero when unknown.
+	saTo  netip.AddrPort
+	saLen uint32
 }
 
-var opPool = sync.Pool{New: func() any {
+var opPool = sync.Pool{New: func() any { return newMsgOp() }}
+
+func newMsgOp() *msgOp {
 	op := new(msgOp)
 	op.recv = op.doRecv
 	op.send = op.doSend
 	op.recvWait.bind(op.recv)
 	op.sendWait.bind(op.send)
 	return op
-}}
+}
 
 // getOp returns an op for a call on c: the one c keeps for its direction
-// (one atomic swap: a goroutine that reads or writes call after call
-// always finds it there), or one from the pool while another call has it.
+// (taken with one compare-and-swap of a flag: a goroutine that reads or
+// writes call after call always finds it free), or one from the pool while
+// another call has it.
 func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
-	op := c.ops[b2i(write)].Swap(nil)
-	if op == nil {
+	i := b2i(write)
+	var op *msgOp
+	if c.opBusy[i].CompareAndSwap(false, true) {
+		// Only the holder of the flag touches c.op[i].
+		if op = c.op[i]; op == nil {
+			op = newMsgOp()
+			op.kept = true
+			c.op[i] = op
+		}
+	} else {
 		op = opPool.Get().(*msgOp)
 	}
 	op.hdr = unix.Msghdr{}
@@ -86,41 +105,24 @@ func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
 	return op
 }
 
-// putOp clears references to the caller's buffers and gives the op back
-// to c, or to the pool if c keeps one already.
+// putOp drops the op's references to the caller's buffers and gives it
+// back: to c, or to the pool.
 func (c *Conn) putOp(write bool, op *msgOp) {
-	op.hdr = unix.Msghdr{}
-	op.iov = unix.Iovec{}
-	if !c.ops[b2i(write)].CompareAndSwap(nil, op) {
-		opPool.Put(op)
+	op.iov.Base, op.hdr.Control = nil, nil // getOp sets the rest again
+	if op.kept {
+		c.opBusy[b2i(write)].Store(false)
+		return
 	}
+	putPooled(op)
 }
+
+func putPooled(op *msgOp) { opPool.Put(op) }
 
 func b2i(b bool) int {
 	if b {
 		return 1
 	}
 	return 0
-}
-
-// recvSyscall runs recvmsg once; it reports whether the poller may stop
-// waiting. The socket is non-blocking, so the call never sleeps and goes
-// through RawSyscall (see sendmsg).
-func (op *msgOp) recvSyscall(fd uintptr) bool {
-	for {
-		n, _, e := unix.RawSyscall(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
-		if e == unix.EINTR {
-			continue
-		}
-		if e == unix.EAGAIN && !op.dontWait {
-			if op.spin.again() {
-				continue
-			}
-			return false
-		}
-		op.n, op.errno = int(n), e
-		return true
-	}
 }
 
 // busySpin is one receive's budget for busy polling (Config.BusyPoll).
@@ -147,16 +149,28 @@ func (s *busySpin) again() bool {
 	return true
 }
 
+// doRecv runs recvmsg until it has a message for the caller; it reports
+// whether the poller may stop waiting. The socket is non-blocking, so the
+// call never sleeps and goes through RawSyscall (see sendmsg). A congestion
+// notice that belongs to the library is skipped.
 func (op *msgOp) doRecv(fd uintptr) bool {
 	for {
 		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
 		op.hdr.Namelen = unix.SizeofSockaddrInet6
 		op.hdr.SetControllen(op.ctlLen)
 		op.hdr.Flags = 0
-		if !op.recvSyscall(fd) {
+		n, _, e := syscall.RawSyscall6(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags), 0, 0, 0)
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN && !op.dontWait:
+			if op.spin.again() {
+				continue
+			}
 			return false
 		}
-		if op.skipCong && op.errno == 0 && isCongNotice(op.n, &op.hdr) {
+		op.n, op.errno = int(n), e
+		if op.skipCong && e == 0 && isCongNotice(op.n, &op.hdr) {
 			continue // the library's own wake-up for WaitCongested
 		}
 		return true
@@ -205,7 +219,14 @@ const sendRetries = 3
 
 func (op *msgOp) doSend(fd uintptr) bool {
 	for tries := 0; ; {
-		n, e := sendmsg(fd, &op.hdr, op.flags)
+		var n int
+		var e unix.Errno
+		if op.hdr.Control != nil && registersMemory(&op.hdr) {
+			n, e = sendmsgBlocking(fd, &op.hdr, op.flags)
+		} else {
+			r, _, errno := syscall.RawSyscall6(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags), 0, 0, 0)
+			n, e = int(r), errno
+		}
 		if e == unix.EINTR {
 			continue
 		}
@@ -238,10 +259,15 @@ func (op *msgOp) doSend(fd uintptr) bool {
 // finish the registration (rds_ib_post_reg_frmr), so it goes through
 // Syscall and leaves the P to other goroutines meanwhile.
 func sendmsg(fd uintptr, hdr *unix.Msghdr, flags int) (int, unix.Errno) {
-	if !registersMemory(hdr) {
-		n, _, e := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags))
-		return int(n), e
+	if hdr.Control != nil && registersMemory(hdr) {
+		return sendmsgBlocking(fd, hdr, flags)
 	}
+	n, _, e := syscall.RawSyscall6(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags), 0, 0, 0)
+	return int(n), e
+}
+
+// sendmsgBlocking is sendmsg through the scheduler's system-call path.
+func sendmsgBlocking(fd uintptr, hdr *unix.Msghdr, flags int) (int, unix.Errno) {
 	n, _, e := unix.Syscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags))
 	return int(n), e
 }
@@ -303,20 +329,24 @@ func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n,
 
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	op := c.getOp(false, b, oob, flags)
+	op.saTo = netip.AddrPort{} // recvmsg overwrites sa
 	op.spin.limit = time.Duration(c.busyPoll.Load())
 	op.skipCong = c.ownsCongNotices()
 	ownCtl := op.skipCong && len(oob) < congNoticeSpace
 	if ownCtl {
 		op.useOwnControl()
 	}
-	perr := c.wait(ctx, false, &op.recvWait)
+	perr := c.tryThenWait(ctx, false, op)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
 		oobn, f = op.handOver(oob)
 		rflags = int(f)
 	}
-	from = op.sa.getZone(op.hdr.Namelen, c.otherNS)
+	from, ok := op.sa.inet4(op.hdr.Namelen)
+	if !ok {
+		from = op.sa.getZone(op.hdr.Namelen, c.otherNS)
+	}
 	errno := op.errno
 	c.putOp(false, op)
 	switch {
@@ -357,21 +387,20 @@ func (c *Conn) WriteMsgContext(ctx context.Context, b, oob []byte, to netip.Addr
 }
 
 func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, flags int) (int, error) {
-	if err := c.warmedUp(ctx, to, flags); err != nil {
-		return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
+	if !c.warm.off.Load() {
+		if err := c.warmedUp(ctx, to, flags); err != nil {
+			return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
+		}
 	}
 	op := c.getOp(true, b, oob, flags)
-	if to.IsValid() {
-		sl, err := op.sa.put(to)
-		if err != nil {
+	if to.IsValid() && !op.sameDest(to) {
+		if err := op.setDest(to); err != nil {
 			c.putOp(true, op)
 			return 0, opError("write", c.LocalAddr(), &Addr{to}, err)
 		}
-		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
-		op.hdr.Namelen = sl
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.wait(ctx, true, &op.sendWait)
+	perr := c.tryThenWait(ctx, true, op)
 	n, errno := op.n, op.errno
 	c.putOp(true, op)
 	switch {
@@ -386,6 +415,59 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 		return 0, opError("write", c.LocalAddr(), addrOrNil(to), wrapSyscall("sendmsg", errno, detail))
 	}
 	return n, nil
+}
+
+// sameDest points the op's header at destination to if sa holds it
+// already, from the op's previous send; else setDest encodes it.
+func (op *msgOp) sameDest(to netip.AddrPort) bool {
+	if to != op.saTo {
+		return false
+	}
+	op.hdr.Name, op.hdr.Namelen = (*byte)(unsafe.Pointer(&op.sa.raw)), op.saLen
+	return true
+}
+
+// setDest points the op's header at destination to, encoded in sa.
+func (op *msgOp) setDest(to netip.AddrPort) error {
+	op.saTo = netip.AddrPort{}
+	sl, err := op.sa.put(to)
+	if err != nil {
+		return err
+	}
+	op.saLen = sl
+	if to.Addr().Zone() == "" {
+		op.saTo = to // a zone's index could change: look it up each time
+	}
+	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
+	op.hdr.Namelen = sl
+	return nil
+}
+
+// tryThenWait is Conn.wait for a msgOp: its try outside the poller calls
+// doRecv or doSend directly rather than through the bound function value.
+func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
+	if ctx != nil {
+		if err := ctxErr(ctx); err != nil {
+			return err
+		}
+	}
+	ow := &op.recvWait
+	if write {
+		ow = &op.sendWait
+	}
+	if c.k.acquire() {
+		var done bool
+		if write {
+			done = op.doSend(uintptr(c.k.fd))
+		} else {
+			done = op.doRecv(uintptr(c.k.fd))
+		}
+		c.k.release()
+		if done {
+			return nil
+		}
+	}
+	return c.waitAfterTry(ctx, write, ow)
 }
 
 // pollErr normalises an error from the runtime poller: after Close it is

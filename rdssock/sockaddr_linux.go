@@ -48,6 +48,17 @@ func (s *sockaddrBuf) put(ap netip.AddrPort) (uint32, error) {
 	return unix.SizeofSockaddrInet6, nil
 }
 
+// inet4 decodes a sockaddr_in that the kernel wrote (n bytes), without a
+// call; ok is false for anything else (use getZone).
+func (s *sockaddrBuf) inet4(n uint32) (ap netip.AddrPort, ok bool) {
+	if s.raw.Family != unix.AF_INET || n < unix.SizeofSockaddrInet4 {
+		return netip.AddrPort{}, false
+	}
+	in4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&s.raw))
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&in4.Port))[:])
+	return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), port), true
+}
+
 // get decodes what the kernel wrote; n is the length it reported.
 func (s *sockaddrBuf) get(n uint32) netip.AddrPort { return s.getZone(n, false) }
 

@@ -71,3 +71,68 @@ func TestSockaddrAllocs(t *testing.T) {
 		t.Fatalf("sockaddr put+get allocated %v times, want 0", a)
 	}
 }
+
+// inet4, the receive path's call-free decoder, agrees with getZone on a
+// sockaddr_in and leaves everything else to it.
+func TestSockaddrInet4(t *testing.T) {
+	for _, s := range []string{"10.1.2.3:4000", "127.0.0.1:0", "255.255.255.255:65535", "[fd00::1]:18634", "[fe80::1%1]:7"} {
+		ap := netip.MustParseAddrPort(s)
+		var sa sockaddrBuf
+		n, err := sa.put(ap)
+		if err != nil {
+			t.Fatalf("put(%v): %v", ap, err)
+		}
+		got, ok := sa.inet4(n)
+		if ok != ap.Addr().Is4() {
+			t.Errorf("inet4 of %v: ok %v", ap, ok)
+		}
+		if ok && got != sa.getZone(n, false) {
+			t.Errorf("inet4 of %v = %v, getZone says %v", ap, got, sa.getZone(n, false))
+		}
+		if ok {
+			if _, short := sa.inet4(n - 1); short {
+				t.Errorf("inet4 of %v accepted a short length", ap)
+			}
+		}
+	}
+}
+
+// A send op encodes its destination once while it stays the same; a new
+// destination, a zoned one and a receive (which overwrites sa) are encoded
+// again.
+func TestMsgOpDestCache(t *testing.T) {
+	op := newMsgOp()
+	a, b := netip.MustParseAddrPort("10.0.0.1:4000"), netip.MustParseAddrPort("[fd00::2]:4001")
+	check := func(to netip.AddrPort) {
+		t.Helper()
+		if !op.sameDest(to) {
+			if err := op.setDest(to); err != nil {
+				t.Fatalf("setDest(%v): %v", to, err)
+			}
+		}
+		if op.hdr.Name != (*byte)(unsafe.Pointer(&op.sa.raw)) {
+			t.Errorf("header does not point at sa for %v", to)
+		}
+		if got := op.sa.get(op.hdr.Namelen); got != to {
+			t.Errorf("destination %v encoded as %v", to, got)
+		}
+	}
+	check(a)
+	if !op.sameDest(a) {
+		t.Errorf("a second send to %v encodes it again", a)
+	}
+	check(b)
+	check(a)
+	zoned := netip.MustParseAddrPort("[fe80::1%1]:7")
+	if err := op.setDest(zoned); err != nil {
+		t.Fatal(err)
+	}
+	if op.sameDest(zoned) {
+		t.Errorf("a zoned destination is reused without looking its zone up")
+	}
+	check(a)
+	// What readMsg does before a receive.
+	op.saTo = netip.AddrPort{}
+	op.sa.raw = unix.RawSockaddrInet6{}
+	check(a)
+}
