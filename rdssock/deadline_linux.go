@@ -238,12 +238,18 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 	return c.waitAfterTry(ctx, write, ow)
 }
 
-// ctxErr is ctx's error, or nil for a nil ctx or one that cannot end.
+// ctxErr is ctx's error, or nil for a nil ctx or one that cannot end. It
+// asks Err (which takes the context's lock) only once Done is closed.
 func ctxErr(ctx context.Context) error {
-	if ctx == nil || ctx.Done() == nil {
+	if ctx == nil {
 		return nil
 	}
-	return ctx.Err()
+	select {
+	case <-ctx.Done(): // a nil channel (a context that cannot end) is never ready
+		return ctx.Err()
+	default:
+		return nil
+	}
 }
 
 // waitAfterTry is wait for a caller whose own try of f (outside the

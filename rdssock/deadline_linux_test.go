@@ -267,3 +267,31 @@ func TestContextDeadlineUnderUserDeadline(t *testing.T) {
 		t.Errorf("plain read ended %v before the socket's deadline (at the stale one)", user.Sub(now))
 	}
 }
+
+// ctxErr reports a context's end without taking its lock while it runs.
+func TestCtxErr(t *testing.T) {
+	live, cancel := context.WithCancel(context.Background())
+	ended, cancelEnded := context.WithCancel(context.Background())
+	cancelEnded()
+	expired, cancelExpired := context.WithTimeout(context.Background(), -time.Second)
+	defer cancelExpired()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"nil", nil, nil},
+		{"background", context.Background(), nil},
+		{"live", live, nil},
+		{"canceled", ended, context.Canceled},
+		{"expired", expired, context.DeadlineExceeded},
+	} {
+		if got := ctxErr(c.ctx); got != c.want {
+			t.Errorf("ctxErr(%s) = %v, want %v", c.name, got, c.want)
+		}
+	}
+	cancel()
+	if got := ctxErr(live); got != context.Canceled {
+		t.Errorf("ctxErr after cancel = %v, want %v", got, context.Canceled)
+	}
+}
