@@ -333,7 +333,7 @@ func (r *receiver) rdmaImm(e *env, h stressHdr, from netip.AddrPort) (*rdmaStrea
 	defer r.rdmaMu.Unlock()
 	key := streamKey{h.run, h.task, from}
 	st := r.lastRDMA
-	if st == nil || key != r.lastRDMAKey {
+	if st == nil || !key.is(r.lastRDMAKey) {
 		r.mu.Lock()
 		st = r.rdma[key]
 		r.mu.Unlock()

@@ -28,6 +28,12 @@ type streamKey struct {
 	from netip.AddrPort
 }
 
+// is is k == o, written out so that the compiler inlines it (a == on the
+// struct calls a generated function, once or twice per message).
+func (k streamKey) is(o streamKey) bool {
+	return k.run == o.run && k.task == o.task && k.from == o.from
+}
+
 type recvStream struct {
 	count     uint64
 	next      uint64
@@ -312,7 +318,7 @@ func (r *receiver) addForeign() {
 
 // stream returns the stream of key, new if it has none; r.mu is held.
 func (r *receiver) stream(key streamKey) *recvStream {
-	if r.lastStream != nil && key == r.lastKey {
+	if r.lastStream != nil && key.is(r.lastKey) {
 		return r.lastStream
 	}
 	s := r.streams[key]
