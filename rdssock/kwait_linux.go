@@ -138,12 +138,10 @@ func sleepFor(n int32, procs int, rest, until time.Duration) (time.Duration, boo
 // rest of a wait's bookkeeping, and it rarely changes.
 func procs() int {
 	if procsCalls.Add(1)%procsEvery == 1 {
-		readProcs()
+		procsSeen.Store(int32(runtime.GOMAXPROCS(0)))
 	}
 	return int(procsSeen.Load())
 }
-
-func readProcs() { procsSeen.Store(int32(runtime.GOMAXPROCS(0))) }
 
 const procsEvery = 256
 
