@@ -49,7 +49,7 @@ func (s *sockaddrBuf) put(ap netip.AddrPort) (uint32, error) {
 }
 
 // inet4 decodes a sockaddr_in that the kernel wrote (n bytes), without a
-// call; ok is false for anything else (use getZone).
+// call; ok is false for anything else (getZone decodes the rest).
 func (s *sockaddrBuf) inet4(n uint32) (ap netip.AddrPort, ok bool) {
 	if s.raw.Family != unix.AF_INET || n < unix.SizeofSockaddrInet4 {
 		return netip.AddrPort{}, false
@@ -66,30 +66,22 @@ func (s *sockaddrBuf) get(n uint32) netip.AddrPort { return s.getZone(n, false) 
 // when numericZone is set (for sockets in another network namespace, whose
 // interface names this process cannot look up), else the interface name.
 func (s *sockaddrBuf) getZone(n uint32, numericZone bool) netip.AddrPort {
-	switch s.raw.Family {
-	case unix.AF_INET:
-		if n < unix.SizeofSockaddrInet4 {
-			return netip.AddrPort{}
-		}
-		in4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&s.raw))
-		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&in4.Port))[:])
-		return netip.AddrPortFrom(netip.AddrFrom4(in4.Addr), port)
-	case unix.AF_INET6:
-		if n < unix.SizeofSockaddrInet6 {
-			return netip.AddrPort{}
-		}
-		port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.raw.Port))[:])
-		a := netip.AddrFrom16(s.raw.Addr)
-		if s.raw.Scope_id != 0 {
-			if numericZone {
-				a = a.WithZone(zoneNumber(s.raw.Scope_id))
-			} else {
-				a = a.WithZone(zoneName(s.raw.Scope_id))
-			}
-		}
-		return netip.AddrPortFrom(a, port)
+	if ap, ok := s.inet4(n); ok {
+		return ap
 	}
-	return netip.AddrPort{}
+	if s.raw.Family != unix.AF_INET6 || n < unix.SizeofSockaddrInet6 {
+		return netip.AddrPort{}
+	}
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&s.raw.Port))[:])
+	a := netip.AddrFrom16(s.raw.Addr)
+	if s.raw.Scope_id != 0 {
+		if numericZone {
+			a = a.WithZone(zoneNumber(s.raw.Scope_id))
+		} else {
+			a = a.WithZone(zoneName(s.raw.Scope_id))
+		}
+	}
+	return netip.AddrPortFrom(a, port)
 }
 
 // Zone names are cached so that receiving from a link-local peer does not
