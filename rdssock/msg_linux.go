@@ -217,6 +217,10 @@ func (op *msgOp) handOver(oob []byte) (oobn int, flags int32) {
 // poller would wait for an edge that never comes.
 const sendRetries = 3
 
+// doSend runs sendmsg until the kernel takes the message or refuses it for
+// a reason the caller gets; it reports whether the poller may stop waiting.
+// The body of sendmsg is written out here, to spare each send a call; the
+// choice of Syscall or RawSyscall is the one sendmsg documents.
 func (op *msgOp) doSend(fd uintptr) bool {
 	for tries := 0; ; {
 		var n int
