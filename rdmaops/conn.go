@@ -304,8 +304,9 @@ func (c *Conn) getScratch() *scratch {
 	return c.scratch.Get().(*scratch)
 }
 
+// putScratch gives s back. Its iov is not cleared: it holds plain
+// addresses, and each operation writes the entries it hands the kernel.
 func (c *Conn) putScratch(s *scratch) {
-	s.iov = [MaxLocal]rdsabi.Iovec{}
 	s.cookie = 0
 	if !c.spare.CompareAndSwap(nil, s) {
 		c.scratch.Put(s)
