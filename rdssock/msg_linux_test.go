@@ -5,7 +5,9 @@ package rdssock
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/go-rds/rds/cmsg"
+	"github.com/go-rds/rds/internal/rdsabi"
 	"golang.org/x/sys/unix"
 )
 
@@ -399,6 +402,18 @@ func TestRegistersMemory(t *testing.T) {
 		{"map then args", build(func(b *cmsg.Builder) { mapping(b); args(b) }), true},
 		{"header cut short", build(mapping)[:unix.SizeofCmsghdr-1], false},
 		{"length past the end", func() []byte { b := build(mapping); return b[:len(b)-8] }(), false},
+		{"map type at another level", func() []byte {
+			b := build(mapping)
+			binary.NativeEndian.PutUint32(b[cmsgLevelOff:], unix.SOL_SOCKET)
+			return b
+		}(), false},
+		{"map behind a message without its padding (the kernel steps over a padded length too)", func() []byte {
+			b := cmsg.NewBuilder(nil)
+			b.Append(unix.SOL_SOCKET, 99, []byte{1, 2, 3})
+			out, _ := b.Finish()
+			out = out[:cmsg.HeaderLen+3] // the header's length, no padding
+			return append(out, build(mapping)...)
+		}(), false},
 	} {
 		var h unix.Msghdr
 		if len(c.ctl) > 0 {
@@ -408,5 +423,53 @@ func TestRegistersMemory(t *testing.T) {
 		if got := registersMemory(&h); got != c.want {
 			t.Errorf("%s: registersMemory = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// registersMemory walks the headers itself; it must agree with a walk
+// through cmsg.Parser on well-formed and on damaged control data.
+func TestRegistersMemoryMatchesParser(t *testing.T) {
+	viaParser := func(b []byte) bool {
+		p := cmsg.NewParser(b)
+		for {
+			m, err := p.Next()
+			if err != nil {
+				return false
+			}
+			if m.Is(solRDS, rdsabi.CmsgRDMAMap) {
+				return true
+			}
+		}
+	}
+	b := cmsg.NewBuilder(nil)
+	b.RDMAArgs(cmsg.RDMAArgs{Cookie: 1, Remote: cmsg.IOVec{Bytes: 8}, LocalVecAddr: 4096, NumLocal: 1})
+	b.RDMADest(7)
+	b.RDMAMap(cmsg.MapArgs{Vec: cmsg.IOVec{Addr: 4096, Bytes: 8}})
+	full, err := b.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var found [2]int // buffers without and with a MAP, as the parser sees them
+	for i := 0; i < 20000; i++ {
+		ctl := bytes.Clone(full[:rng.IntN(len(full)+1)])
+		for k := rng.IntN(3); k > 0 && len(ctl) > 0; k-- {
+			ctl[rng.IntN(len(ctl))] = byte(rng.IntN(256)) // damage a byte: lengths, levels, types
+		}
+		var h unix.Msghdr
+		if len(ctl) > 0 {
+			h.Control = &ctl[0]
+			h.SetControllen(len(ctl))
+		}
+		if got, want := registersMemory(&h), viaParser(ctl); got != want {
+			t.Fatalf("control % x: registersMemory = %v, the parser says %v", ctl, got, want)
+		} else if want {
+			found[1]++
+		} else {
+			found[0]++
+		}
+	}
+	if found[0] == 0 || found[1] == 0 {
+		t.Fatalf("the buffers tried did not cover both answers: %d without a MAP, %d with", found[0], found[1])
 	}
 }
