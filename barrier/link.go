@@ -49,6 +49,9 @@ func init() {
 	}
 	barrierlink.Unsealed = func(t any, tok uint64, all bool) bool {
 		tr := t.(*Tracker)
+		if !tr.unsignaled.Load() {
+			return false
+		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		return tr.unsealedLocked(Token(tok), all)

@@ -173,6 +173,10 @@ type Tracker struct {
 	cancels int    // Cancel calls running
 	seals   uint64 // seal count: bumped by each sealed Begin and each lane cancel
 	spare   atomic.Pointer[batch]
+	// unsignaled is set by the first operation begun without a status
+	// request: before it, no wait can need one (see unsealedLocked) and
+	// the check takes no lock.
+	unsignaled atomic.Bool
 
 	timer   *time.Timer
 	timerAt int64 // when the timer fires (barrierlink.Clock); 0: not armed
@@ -240,6 +244,9 @@ func (t *Tracker) begin(deadline time.Time, keep any, rel Releaser, kind opKind,
 	tok := t.next
 	t.next++
 	var epoch uint64
+	if kind == kindUnsent && !t.unsignaled.Load() {
+		t.unsignaled.Store(true)
+	}
 	if kind == kindSealed {
 		t.seals++
 		epoch = t.seals
