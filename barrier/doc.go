@@ -125,7 +125,11 @@
 //
 // An operation may carry a deadline (Entry.Deadline, or Config.Timeout from
 // Begin). When it passes with no status, the operation completes with
-// status TimedOut and is quarantined (see above).
+// status TimedOut and is quarantined (see above). Begin reads no clock for
+// a Config.Timeout: a tick every Timeout/16 (at least 1ms), running only
+// while operations are begun, stamps the deadlines of those begun since
+// the previous one, so such an operation times out at least Timeout and
+// at most Timeout plus a tick after its Begin.
 //
 // # Concurrency and allocation
 //

@@ -10,7 +10,7 @@ func init() {
 	barrierlink.NextDeadline = func(t any) int64 {
 		tr := t.(*Tracker)
 		tr.mu.Lock()
-		d := tr.timerAt
+		d := tr.nextDeadlineLocked()
 		tr.mu.Unlock()
 		return d
 	}
@@ -18,7 +18,7 @@ func init() {
 		tr := t.(*Tracker)
 		probe := waiter{tok: Token(tok), all: all}
 		tr.mu.Lock()
-		done, next := tr.satisfiedLocked(&probe), tr.timerAt
+		done, next := tr.satisfiedLocked(&probe), tr.nextDeadlineLocked()
 		tr.mu.Unlock()
 		return done, next
 	}

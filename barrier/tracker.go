@@ -2,6 +2,7 @@ package barrier
 
 import (
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,7 +88,11 @@ type Config struct {
 	OnRelease func(Completion)
 
 	// Timeout is the deadline given to operations whose Entry.Deadline is
-	// zero, counted from Begin. Zero means no deadline.
+	// zero, counted from Begin. Zero means no deadline. Such an operation
+	// times out no earlier than Timeout after its Begin, and no more than
+	// Timeout/16 (at least 1ms) later, plus the timer's latency: Begin
+	// does not read the clock, a periodic tick stamps the deadlines of
+	// the operations begun since the previous one.
 	Timeout time.Duration
 }
 
@@ -111,7 +116,7 @@ type slot struct {
 	kind     opKind
 	lane     uint32
 	epoch    uint64 // kindSent: the seal count when it was sent; kindSealed: its own seal
-	deadline int64  // on barrierlink.Clock; 0: none
+	deadline int64  // on barrierlink.Clock; 0: none; dlAtTick: the tick stamps it
 	keep     any
 	rel      Releaser
 }
@@ -182,6 +187,12 @@ type Tracker struct {
 	timerAt int64 // when the timer fires (barrierlink.Clock); 0: not armed
 	closed  bool  // Close was called: never arm the timer again
 
+	// The tick that stamps Config.Timeout deadlines (see stamp).
+	tick     *time.Timer
+	ticking  bool  // tick is armed
+	tickAt   int64 // when it fires at the earliest (barrierlink.Clock)
+	tickFrom Token // the first token the tick has not looked at
+
 	ch         chan Completion
 	onComplete func(Completion)
 	onRelease  func(Completion)
@@ -206,6 +217,7 @@ func New(cfg *Config) *Tracker {
 		mask:       uint64(n - 1),
 		low:        1,
 		next:       1,
+		tickFrom:   1,
 		onComplete: c.OnComplete,
 		onRelease:  c.OnRelease,
 		timeout:    c.Timeout,
@@ -235,7 +247,7 @@ func (t *Tracker) begin(deadline time.Time, keep any, rel Releaser, kind opKind,
 			dl = -1 // 0 means none
 		}
 	} else if t.timeout > 0 {
-		dl = barrierlink.Clock() + int64(t.timeout)
+		dl = dlAtTick
 	}
 	t.mu.Lock()
 	if uint64(t.next-t.low) >= uint64(len(t.slots)) {
@@ -254,11 +266,82 @@ func (t *Tracker) begin(deadline time.Time, keep any, rel Releaser, kind opKind,
 	t.slots[uint64(tok)&t.mask] = slot{tok: tok, status: Pending, kind: kind, lane: lane, epoch: epoch, deadline: dl, keep: keep, rel: rel}
 	t.pending++
 	t.stats.Begun++
-	if dl != 0 && (t.timerAt == 0 || dl < t.timerAt) {
+	switch {
+	case dl == dlAtTick:
+		if !t.ticking {
+			t.startTickLocked()
+		}
+	case dl != 0 && (t.timerAt == 0 || dl < t.timerAt):
 		t.armLocked(dl)
 	}
 	t.mu.Unlock()
 	return tok
+}
+
+// dlAtTick is the deadline of an operation whose Config.Timeout deadline
+// the next tick stamps: never due until then.
+const dlAtTick = math.MaxInt64
+
+// tickGrain is the period of the tick that stamps Config.Timeout
+// deadlines: how much later than its Timeout an operation may time out.
+func (t *Tracker) tickGrain() time.Duration {
+	return max(t.timeout/16, time.Millisecond)
+}
+
+func (t *Tracker) startTickLocked() {
+	if t.closed {
+		return
+	}
+	t.ticking = true
+	t.tickAt = barrierlink.Clock() + int64(t.tickGrain()) // one read per burst of Begins
+	if t.tick == nil {
+		t.tick = time.AfterFunc(t.tickGrain(), t.stamp)
+		return
+	}
+	t.tick.Reset(t.tickGrain())
+}
+
+// stamp is the tick: it gives every operation begun since the previous
+// tick and still pending its Config.Timeout deadline, counted from now,
+// which is no earlier than its Begin and at most a tick later. One clock
+// read per tick replaces one per Begin. The tick stops once a period
+// passed without a Begin; the next Begin starts it again.
+func (t *Tracker) stamp() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || t.tickFrom == t.next {
+		t.ticking = false
+		return
+	}
+	now := barrierlink.Clock()
+	dl := now + int64(t.timeout)
+	stamped := false
+	for x := max(t.tickFrom, t.low); x < t.next; x++ {
+		if sl := &t.slots[uint64(x)&t.mask]; sl.tok == x && sl.status == Pending && sl.deadline == dlAtTick {
+			sl.deadline = dl
+			stamped = true
+		}
+	}
+	t.tickFrom = t.next
+	if stamped && (t.timerAt == 0 || dl < t.timerAt) {
+		t.armLocked(dl)
+	}
+	t.tickAt = now + int64(t.tickGrain())
+	t.tick.Reset(t.tickGrain())
+}
+
+// nextDeadlineLocked is the earliest deadline a pending operation has or
+// will have once stamped (on barrierlink.Clock), 0 if none: for a reader
+// that must wake when one passes. An operation not stamped yet gets its
+// deadline at a tick no earlier than tickAt.
+func (t *Tracker) nextDeadlineLocked() int64 {
+	d := t.timerAt
+	if t.ticking && t.tickFrom != t.next {
+		if u := t.tickAt + int64(t.timeout); d == 0 || u < d {
+			d = u
+		}
+	}
+	return d
 }
 
 // grow doubles the ring, keeping every slot it can still hold.
@@ -572,8 +655,8 @@ func (t *Tracker) expire() {
 	var earliest int64
 	for tok := t.low; tok < t.next; tok++ {
 		sl := &t.slots[uint64(tok)&t.mask]
-		if sl.status != Pending || sl.deadline == 0 {
-			continue
+		if sl.status != Pending || sl.deadline == 0 || sl.deadline == dlAtTick {
+			continue // no deadline, or not stamped yet
 		}
 		if sl.deadline <= now {
 			if c, ok, _, _ := t.completeLocked(tok, TimedOut); ok {
@@ -913,6 +996,10 @@ func (t *Tracker) Close() {
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timerAt = 0
+	}
+	if t.tick != nil {
+		t.tick.Stop()
+		t.ticking = false
 	}
 	t.mu.Unlock()
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-rds/rds/internal/barrierlink"
 )
 
 func TestHighWaterOutOfOrder(t *testing.T) {
@@ -369,5 +371,106 @@ func TestStatusStrings(t *testing.T) {
 	}
 	if Success.Err() != nil || Pending.Done() || !NotSent.Done() || !errors.Is(NotSent.Err(), ErrNotSent) {
 		t.Error("Err/Done")
+	}
+}
+
+// A Config.Timeout deadline is stamped by the tick, not read from the
+// clock in Begin: the operation still times out no earlier than Timeout
+// after its Begin, the deadline a reader is told is never later than the
+// one the operation gets, and the tick stops once Begins stop.
+func TestTimeoutStampedByTick(t *testing.T) {
+	const timeout = 40 * time.Millisecond
+	tr := New(&Config{Timeout: timeout, Completions: 8})
+	defer tr.Close()
+	begun := time.Now()
+	tok := tr.Begin(Entry{})
+	tr.mu.Lock()
+	told, unstamped := tr.nextDeadlineLocked(), tr.slots[uint64(tok)&tr.mask].deadline == dlAtTick
+	tr.mu.Unlock()
+	if !unstamped {
+		t.Fatal("Begin stamped a deadline itself")
+	}
+	if told == 0 {
+		t.Fatal("no deadline told for an operation with a Timeout")
+	}
+	var c Completion
+	select {
+	case c = <-tr.Completions():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Timeout never fired")
+	}
+	if elapsed := time.Since(begun); c.Token != tok || c.Status != TimedOut || elapsed < timeout {
+		t.Fatalf("completion %+v after %v, want token %d timed out no earlier than %v", c, elapsed, tok, timeout)
+	}
+	tr.mu.Lock()
+	got := tr.held[0].tok
+	tr.mu.Unlock()
+	if got != tok {
+		t.Fatalf("quarantined %d, want %d", got, tok)
+	}
+	// The deadline told before the stamp was no later than the stamped
+	// one, which passed: the timer fired at or after it.
+	if now := barrierlink.Clock(); told > now {
+		t.Fatalf("told deadline %d is later than the time the operation timed out (%d)", told, now)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tr.mu.Lock()
+		ticking := tr.ticking
+		tr.mu.Unlock()
+		if !ticking {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tick kept running with no Begin")
+		}
+		time.Sleep(tr.tickGrain())
+	}
+	// A new Begin starts the tick again.
+	tok2 := tr.Begin(Entry{})
+	select {
+	case c = <-tr.Completions():
+		if c.Token != tok2 || c.Status != TimedOut {
+			t.Fatalf("completion %+v, want %d timed out", c, tok2)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Timeout of an operation begun after the tick stopped never fired")
+	}
+}
+
+// Operations begun in a burst all get deadlines from one tick, and one
+// that completes before it is left alone.
+func TestTickStampsOnlyPending(t *testing.T) {
+	tr := New(&Config{Timeout: time.Hour})
+	defer tr.Close()
+	var toks []Token
+	for i := 0; i < 5; i++ {
+		toks = append(toks, tr.Begin(Entry{}))
+	}
+	tr.Complete(toks[2], Success)
+	tr.stamp()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var want int64
+	for i, tok := range toks {
+		d := tr.slots[uint64(tok)&tr.mask].deadline
+		switch {
+		case i == 2:
+			if d != dlAtTick {
+				t.Errorf("completed op %d got deadline %d", tok, d)
+			}
+		case d == dlAtTick || d == 0:
+			t.Errorf("op %d not stamped", tok)
+		case want == 0:
+			want = d
+		case d != want:
+			t.Errorf("op %d stamped %d, others %d", tok, d, want)
+		}
+	}
+	if tr.timerAt != want {
+		t.Errorf("timer armed for %d, want the stamped deadline %d", tr.timerAt, want)
+	}
+	if tr.tickFrom != tr.next {
+		t.Errorf("tickFrom %d after the tick, next %d", tr.tickFrom, tr.next)
 	}
 }

@@ -8,7 +8,10 @@ import "time"
 // Functions set by package barrier; t is a *barrier.Tracker.
 var (
 	// NextDeadline returns the earliest deadline of a pending operation
-	// on the Clock (see ClockTime), 0 if none.
+	// on the Clock (see ClockTime), 0 if none. For an operation whose
+	// deadline is not stamped yet (Config.Timeout) it is a time no later
+	// than the one it will get: a reader that sleeps until then may wake
+	// early, never late.
 	NextDeadline func(t any) int64
 
 	// Poll reports, under one lock, whether a wait for tok (all: for the
