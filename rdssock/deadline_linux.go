@@ -130,8 +130,10 @@ func (m *deadlineMux) refresh() bool {
 func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
 	w.ctx, w.doneCh, w.done, w.standing, w.stop = ctx, ctx.Done(), false, false, nil
 	w.deadline, _ = ctx.Deadline()
+	// The lock is released by hand (here and in remove): these run
+	// around every wait with a context, and a deferred call costs a
+	// call more.
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.waiters = append(m.waiters, w)
 	w.gen++
 	switch {
@@ -158,7 +160,9 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
 		// since the caller checked.
 		w.done = ctx.Err() != nil
 	}
-	return m.applyLocked()
+	err := m.applyLocked()
+	m.mu.Unlock()
+	return err
 }
 
 // ended runs when the watched context ends: its waiters are done.
@@ -191,7 +195,6 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 		w.stop()
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.waiters = removeWaiter(m.waiters, w)
 	if w.standing {
 		m.watchers--
@@ -205,9 +208,11 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 		// (rdmaops' reader does), moved the socket's deadline twice per
 		// call otherwise.
 		m.stale = !m.applied.Equal(m.user)
+		m.mu.Unlock()
 		return
 	}
 	_ = m.applyLocked()
+	m.mu.Unlock()
 }
 
 // release drops the standing registration (the socket is closing).

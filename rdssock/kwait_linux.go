@@ -261,15 +261,17 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 // sleep (negative: no limit), or the reason not to wait: the socket is
 // closing or the deadline passed.
 func (k *kfd) enter() (*kwaiter, time.Duration, error) {
+	// The lock is released by hand on each way out: this runs before
+	// every sleep, and a deferred call costs a call more.
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.closing {
+		k.mu.Unlock()
 		return nil, 0, errKfdClosed
 	}
-	dl := k.rdl
 	timeout := time.Duration(-1)
-	if !dl.IsZero() {
+	if dl := k.rdl; !dl.IsZero() {
 		if timeout = time.Until(dl); timeout <= 0 {
+			k.mu.Unlock()
 			return nil, 0, os.ErrDeadlineExceeded
 		}
 	}
@@ -278,11 +280,13 @@ func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 		efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 		if err != nil {
 			k.idle = append(k.idle, w)
+			k.mu.Unlock()
 			return nil, 0, os.NewSyscallError("eventfd", err)
 		}
 		w.efd = efd
 	}
 	k.waiting = append(k.waiting, w)
+	k.mu.Unlock()
 	return w, timeout, nil
 }
 
@@ -290,10 +294,10 @@ func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 // and the unregistering under one lock: this runs after every sleep).
 func (k *kfd) leave(w *kwaiter) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	k.waiting = removeWaiter(k.waiting, w)
 	k.idle = append(k.idle, w)
 	k.release()
+	k.mu.Unlock() // by hand, as in enter
 }
 
 // removeWaiter deletes w from ws, which holds it once, without keeping the
