@@ -576,13 +576,14 @@ func (f *freeSlots) put(id int) {
 // take returns a free slot, if there is one.
 func (f *freeSlots) take() (int, bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	n := len(f.ids)
 	if n == 0 {
+		f.mu.Unlock()
 		return 0, false
 	}
 	id := f.ids[n-1]
 	f.ids = f.ids[:n-1]
+	f.mu.Unlock()
 	return id, true
 }
 
