@@ -239,7 +239,14 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(w.efd), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(int64(timeout))
 		// The goroutine keeps its P while it sleeps (see kernelWaiters).
-		ready, _, e := syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		var ready uintptr
+		var e unix.Errno
+		if rawNoError { // no signal mask: the fourth argument is 0
+			ready, _ = unix.RawSyscallNoError(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)))
+			ready, e = rawResult(ready)
+		} else {
+			ready, _, e = syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		}
 		kernelWaiters.Add(-1)
 		// Linux's ppoll leaves the time it did not sleep in ts: what the
 		// sleep took needs no clock.

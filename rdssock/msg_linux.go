@@ -160,12 +160,19 @@ func (op *msgOp) doRecv(fd uintptr) bool {
 		op.hdr.Namelen = unix.SizeofSockaddrInet6
 		op.hdr.SetControllen(op.ctlLen)
 		op.hdr.Flags = 0
-		n, _, e := syscall.RawSyscall6(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags), 0, 0, 0)
+		var n uintptr
+		var e unix.Errno
+		if rawNoError {
+			n, _ = unix.RawSyscallNoError(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
+			n, e = rawResult(n)
+		} else {
+			n, _, e = syscall.RawSyscall6(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags), 0, 0, 0)
+		}
 		switch {
 		case e == unix.EINTR:
 			continue
 		case e == unix.EAGAIN && !op.dontWait:
-			if op.spin.again() {
+			if op.spin.limit > 0 && op.spin.again() { // the check inline: most sockets do not spin
 				continue
 			}
 			return false
@@ -229,8 +236,14 @@ func (op *msgOp) doSend(fd uintptr) bool {
 		if op.hdr.Control != nil && registersMemory(&op.hdr) {
 			n, e = sendmsgBlocking(fd, &op.hdr, op.flags)
 		} else {
-			r, _, errno := syscall.RawSyscall6(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags), 0, 0, 0)
-			n, e = int(r), errno
+			var r uintptr
+			if rawNoError {
+				r, _ = unix.RawSyscallNoError(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags))
+				r, e = rawResult(r)
+			} else {
+				r, _, e = syscall.RawSyscall6(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags), 0, 0, 0)
+			}
+			n = int(r)
 		}
 		if e == unix.EINTR {
 			continue
@@ -267,7 +280,14 @@ func sendmsg(fd uintptr, hdr *unix.Msghdr, flags int) (int, unix.Errno) {
 	if hdr.Control != nil && registersMemory(hdr) {
 		return sendmsgBlocking(fd, hdr, flags)
 	}
-	n, _, e := syscall.RawSyscall6(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags), 0, 0, 0)
+	var n uintptr
+	var e unix.Errno
+	if rawNoError {
+		n, _ = unix.RawSyscallNoError(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags))
+		n, e = rawResult(n)
+	} else {
+		n, _, e = syscall.RawSyscall6(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(hdr)), uintptr(flags), 0, 0, 0)
+	}
 	return int(n), e
 }
 
@@ -547,4 +567,14 @@ func addrOrNil(ap netip.AddrPort) net.Addr {
 		return nil
 	}
 	return &Addr{ap}
+}
+
+// rawResult decodes what unix.RawSyscallNoError returned where rawNoError
+// holds: a value in [-4095, -1] is an error, the result then ^uintptr(0)
+// as from syscall.RawSyscall6.
+func rawResult(r uintptr) (uintptr, unix.Errno) {
+	if r > ^uintptr(4095) { // -4096
+		return ^uintptr(0), unix.Errno(-r)
+	}
+	return r, 0
 }

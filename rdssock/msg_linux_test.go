@@ -473,3 +473,46 @@ func TestRegistersMemoryMatchesParser(t *testing.T) {
 		t.Fatalf("the buffers tried did not cover both answers: %d without a MAP, %d with", found[0], found[1])
 	}
 }
+
+// rawResult reads the kernel's [-4095, -1] as an error and everything
+// else as a result.
+func TestRawResult(t *testing.T) {
+	for _, c := range []struct {
+		r     uintptr
+		want  uintptr
+		errno unix.Errno
+	}{
+		{0, 0, 0},
+		{1500, 1500, 0},
+		{^uintptr(0), ^uintptr(0), unix.EPERM}, // -1
+		{^uintptr(uintptr(unix.EAGAIN) - 1), ^uintptr(0), unix.EAGAIN}, // -EAGAIN
+		{^uintptr(4094), ^uintptr(0), 4095},                            // -4095, the lowest error
+		{^uintptr(4095), ^uintptr(4095), 0},                            // -4096: a result
+	} {
+		got, errno := rawResult(c.r)
+		if got != c.want || errno != c.errno {
+			t.Errorf("rawResult(%#x) = %#x, %v; want %#x, %v", c.r, got, errno, c.want, c.errno)
+		}
+	}
+}
+
+// The hot system calls report the kernel's errors through whichever path
+// the architecture uses: an empty socket read without waiting is EAGAIN.
+func TestRawSyscallErrno(t *testing.T) {
+	a, b, err := socketpairConns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer b.Close()
+	buf := make([]byte, 64)
+	if _, _, _, _, err := a.ReadMsgContext(context.Background(), buf, nil, unix.MSG_DONTWAIT); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("read of an empty socket: %v, want EAGAIN", err)
+	}
+	if n, err := b.WriteMsg([]byte("hello"), nil, noAddr); n != 5 || err != nil {
+		t.Fatalf("write: %d, %v", n, err)
+	}
+	if n, _, _, _, err := a.ReadMsgContext(context.Background(), buf, nil, unix.MSG_DONTWAIT); n != 5 || err != nil || string(buf[:n]) != "hello" {
+		t.Fatalf("read: %d %q, %v", n, buf[:max(n, 0)], err)
+	}
+}
