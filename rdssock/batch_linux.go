@@ -122,7 +122,7 @@ func (op *batchOp) doRecv(fd uintptr) bool {
 			continue
 		}
 		if e == unix.EAGAIN && !op.dontWait {
-			if op.spin.again() {
+			if op.spin.limit > 0 && op.spin.again() { // the check inline: most sockets do not spin
 				continue
 			}
 			return false
