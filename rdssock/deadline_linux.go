@@ -104,7 +104,7 @@ func (m *deadlineMux) applyLocked() error {
 
 func (m *deadlineMux) setLocked(d time.Time) error {
 	m.stale = false
-	if d.Equal(m.applied) {
+	if sameInstant(d, m.applied) {
 		return nil
 	}
 	if err := m.set(d); err != nil {
@@ -113,6 +113,10 @@ func (m *deadlineMux) setLocked(d time.Time) error {
 	m.applied = d
 	return nil
 }
+
+// sameInstant is t.Equal(u), decided without a call when both are the
+// same value (no deadline on either side, most often).
+func sameInstant(t, u time.Time) bool { return t == u || t.Equal(u) }
 
 // refresh applies the right deadline if a stale one is in force, and
 // reports whether it was.
@@ -126,9 +130,10 @@ func (m *deadlineMux) refresh() bool {
 	return true
 }
 
-// add registers w, waiting with ctx, and arranges for ctx's end to wake it.
-func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context) error {
-	w.ctx, w.doneCh, w.done, w.standing, w.stop = ctx, ctx.Done(), false, false, nil
+// add registers w, waiting with ctx (whose Done channel is done), and
+// arranges for ctx's end to wake it.
+func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context, done <-chan struct{}) error {
+	w.ctx, w.doneCh, w.done, w.standing, w.stop = ctx, done, false, false, nil
 	w.deadline, _ = ctx.Deadline()
 	// The lock is released by hand (here and in remove): these run
 	// around every wait with a context, and a deferred call costs a
@@ -200,14 +205,14 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 		m.watchers--
 	}
 	w.ctx, w.stop = nil, nil
-	if len(m.waiters) == 0 && !m.applied.Equal(aLongTimeAgo) {
+	if len(m.waiters) == 0 && m.applied != aLongTimeAgo { // set from that very value, if at all
 		// The last waiter leaves its deadline, which is never later than
 		// the application's: a wait it wakes early applies the right one
 		// (refresh) and waits again. A loop that waits with a context
 		// that has a deadline, on a socket with a deadline of its own
 		// (rdmaops' reader does), moved the socket's deadline twice per
 		// call otherwise.
-		m.stale = !m.applied.Equal(m.user)
+		m.stale = !sameInstant(m.applied, m.user)
 		m.mu.Unlock()
 		return
 	}
@@ -230,39 +235,49 @@ func (m *deadlineMux) release() {
 // is closed. It first runs f once outside the poller: most calls find the
 // socket ready and go no further.
 func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
-	if err := ctxErr(ctx); err != nil {
+	done, err := ctxDone(ctx)
+	if err != nil {
 		return err
 	}
 	if c.k.acquire() {
-		done := ow.f(uintptr(c.k.fd))
+		ok := ow.f(uintptr(c.k.fd))
 		c.k.release()
-		if done {
+		if ok {
 			return nil
 		}
 	}
-	return c.waitAfterTry(ctx, write, ow)
+	return c.waitAfterTry(ctx, done, write, ow)
 }
 
-// ctxErr is ctx's error, or nil for a nil ctx or one that cannot end. It
-// asks Err (which takes the context's lock) only once Done is closed.
-func ctxErr(ctx context.Context) error {
+// ctxDone returns ctx's Done channel (nil for a nil ctx or one that cannot
+// end), and ctx's error if it is closed. It asks Err (which takes the
+// context's lock) only then. The channel goes down the wait path, which
+// would otherwise ask for it three times more.
+func ctxDone(ctx context.Context) (<-chan struct{}, error) {
 	if ctx == nil {
-		return nil
+		return nil, nil
 	}
+	done := ctx.Done()
 	select {
-	case <-ctx.Done(): // a nil channel (a context that cannot end) is never ready
-		return ctx.Err()
+	case <-done: // a nil channel (a context that cannot end) is never ready
+		return done, ctx.Err()
 	default:
-		return nil
+		return done, nil
 	}
+}
+
+// ctxErr is ctx's error, or nil for a nil ctx or one that cannot end.
+func ctxErr(ctx context.Context) error {
+	_, err := ctxDone(ctx)
+	return err
 }
 
 // waitAfterTry is wait for a caller whose own try of f (outside the
-// poller, after ctxErr) just found nothing to do: it waits before it
-// tries again.
-func (c *Conn) waitAfterTry(ctx context.Context, write bool, ow *opWait) error {
-	if ctx != nil && ctx.Done() != nil {
-		return c.waitContext(ctx, write, ow)
+// poller, after ctxDone) just found nothing to do: it waits before it
+// tries again. done is ctx's Done channel.
+func (c *Conn) waitAfterTry(ctx context.Context, done <-chan struct{}, write bool, ow *opWait) error {
+	if done != nil {
+		return c.waitContext(ctx, done, write, ow)
 	}
 	mux := &c.readDeadline
 	if write {
@@ -282,14 +297,14 @@ func (c *Conn) waitAfterTry(ctx context.Context, write bool, ow *opWait) error {
 	}
 }
 
-func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
+func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool, ow *opWait) error {
 	// The caller's try just failed: wait before the next one.
 	mux := &c.readDeadline
 	if write {
 		mux = &c.writeDeadline
 	}
 	w := &ow.w
-	if err := mux.add(w, ctx); err != nil {
+	if err := mux.add(w, ctx, done); err != nil {
 		mux.remove(w)
 		return err
 	}
@@ -303,7 +318,7 @@ func (c *Conn) waitContext(ctx context.Context, write bool, ow *opWait) error {
 			break
 		}
 		if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
-			<-ctx.Done() // the poller's timer can fire just before the context's
+			<-done // the poller's timer can fire just before the context's
 			break
 		}
 		runtime.Gosched() // someone else's deadline: wait again

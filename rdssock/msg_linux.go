@@ -487,28 +487,27 @@ func (op *msgOp) setDest(to netip.AddrPort) error {
 // tryThenWait is Conn.wait for a msgOp: its try outside the poller calls
 // doRecv or doSend directly rather than through the bound function value.
 func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
-	if ctx != nil {
-		if err := ctxErr(ctx); err != nil {
-			return err
-		}
+	done, err := ctxDone(ctx)
+	if err != nil {
+		return err
 	}
 	ow := &op.recvWait
 	if write {
 		ow = &op.sendWait
 	}
 	if c.k.acquire() {
-		var done bool
+		var ok bool
 		if write {
-			done = op.doSend(uintptr(c.k.fd))
+			ok = op.doSend(uintptr(c.k.fd))
 		} else {
-			done = op.doRecv(uintptr(c.k.fd))
+			ok = op.doRecv(uintptr(c.k.fd))
 		}
 		c.k.release()
-		if done {
+		if ok {
 			return nil
 		}
 	}
-	return c.waitAfterTry(ctx, write, ow)
+	return c.waitAfterTry(ctx, done, write, ow)
 }
 
 // pollErr normalises an error from the runtime poller: after Close it is
