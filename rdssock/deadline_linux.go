@@ -235,8 +235,7 @@ func (m *deadlineMux) release() {
 // is closed. It first runs f once outside the poller: most calls find the
 // socket ready and go no further.
 func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
-	done, err := ctxDone(ctx)
-	if err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	if c.k.acquire() {
@@ -246,38 +245,28 @@ func (c *Conn) wait(ctx context.Context, write bool, ow *opWait) error {
 			return nil
 		}
 	}
-	return c.waitAfterTry(ctx, done, write, ow)
+	return c.waitAfterTry(ctx, write, ow)
 }
 
-// ctxDone returns ctx's Done channel (nil for a nil ctx or one that cannot
-// end), and ctx's error if it is closed. It asks Err (which takes the
-// context's lock) only then. The channel goes down the wait path, which
-// would otherwise ask for it three times more.
-func ctxDone(ctx context.Context) (<-chan struct{}, error) {
-	if ctx == nil {
-		return nil, nil
-	}
-	done := ctx.Done()
-	select {
-	case <-done: // a nil channel (a context that cannot end) is never ready
-		return done, ctx.Err()
-	default:
-		return done, nil
-	}
-}
-
-// ctxErr is ctx's error, or nil for a nil ctx or one that cannot end.
+// ctxErr is ctx's error, or nil for a nil ctx. A cancelable context's Err
+// is an atomic load in the Go releases this module needs (go.mod): one
+// call, where a non-blocking receive from Done takes three more in the
+// runtime.
 func ctxErr(ctx context.Context) error {
-	_, err := ctxDone(ctx)
-	return err
+	if ctx == nil {
+		return nil
+	}
+	return ctx.Err()
 }
 
 // waitAfterTry is wait for a caller whose own try of f (outside the
-// poller, after ctxDone) just found nothing to do: it waits before it
-// tries again. done is ctx's Done channel.
-func (c *Conn) waitAfterTry(ctx context.Context, done <-chan struct{}, write bool, ow *opWait) error {
-	if done != nil {
-		return c.waitContext(ctx, done, write, ow)
+// poller, after ctxErr) just found nothing to do: it waits before it
+// tries again.
+func (c *Conn) waitAfterTry(ctx context.Context, write bool, ow *opWait) error {
+	if ctx != nil {
+		if done := ctx.Done(); done != nil {
+			return c.waitContext(ctx, done, write, ow) // done goes down: asked once
+		}
 	}
 	mux := &c.readDeadline
 	if write {

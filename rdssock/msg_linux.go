@@ -487,8 +487,7 @@ func (op *msgOp) setDest(to netip.AddrPort) error {
 // tryThenWait is Conn.wait for a msgOp: its try outside the poller calls
 // doRecv or doSend directly rather than through the bound function value.
 func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
-	done, err := ctxDone(ctx)
-	if err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
 	ow := &op.recvWait
@@ -507,7 +506,7 @@ func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
 			return nil
 		}
 	}
-	return c.waitAfterTry(ctx, done, write, ow)
+	return c.waitAfterTry(ctx, write, ow)
 }
 
 // pollErr normalises an error from the runtime poller: after Close it is
