@@ -268,7 +268,7 @@ func TestContextDeadlineUnderUserDeadline(t *testing.T) {
 	}
 }
 
-// ctxErr reports a context's end without taking its lock while it runs.
+// ctxErr reports a nil, an endless, a live and an ended context as such.
 func TestCtxErr(t *testing.T) {
 	live, cancel := context.WithCancel(context.Background())
 	ended, cancelEnded := context.WithCancel(context.Background())
