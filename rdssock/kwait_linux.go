@@ -64,6 +64,10 @@ type kfd struct {
 	waiting  []*kwaiter // sleeping in ppoll; a few at most, so a slice
 	idle     []*kwaiter // waiters gone, for reuse
 	er, ew   *epollFile // epoll instances for parked reads and writes, once used
+
+	// readKept is set while the socket stays in er with no parked read
+	// holding it; a read about to sleep in ppoll takes it out then.
+	readKept atomic.Bool
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -274,6 +278,9 @@ func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 	if k.closing {
 		k.mu.Unlock()
 		return nil, 0, errKfdClosed
+	}
+	if k.readKept.Load() {
+		k.er.drop(k.fd) // see pollwait_linux.go
 	}
 	timeout := time.Duration(-1)
 	if dl := k.rdl; !dl.IsZero() {

@@ -274,6 +274,77 @@ func TestParkedReadersShareASocket(t *testing.T) {
 	}
 }
 
+// TestParkedReadKeepsTheSocket: with GOMAXPROCS=1 every waiting read
+// parks; the read epoll instance keeps the socket from one parked read to
+// the next (no epoll_ctl per wait), every parked read still wakes for its
+// message, and the first read that sleeps in ppoll takes the socket out.
+func TestParkedReadKeepsTheSocket(t *testing.T) {
+	restore := setGOMAXPROCS(1)
+	defer func() { restore() }()
+	a, b := pair(t)
+	inInstance := func() (in, kept bool) {
+		b.k.mu.Lock()
+		e := b.k.er
+		b.k.mu.Unlock()
+		if e == nil {
+			return false, b.k.readKept.Load()
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.in, b.k.readKept.Load()
+	}
+	read := func() chan error {
+		got := make(chan error, 1)
+		go func() {
+			_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+			got <- err
+		}()
+		return got
+	}
+	const waits = 20
+	for i := range waits {
+		got := read()
+		time.Sleep(2 * time.Millisecond) // the read parks
+		if in, _ := inInstance(); !in {
+			t.Fatalf("wait %d: a parked read, but the socket is not in the read instance", i)
+		}
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("wait %d: ReadMsg: %v", i, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("wait %d: the parked read did not return 5s after its message was sent", i)
+		}
+		if in, kept := inInstance(); !in || !kept {
+			t.Fatalf("after parked read %d: socket in the read instance %v, kept %v; want both", i, in, kept)
+		}
+	}
+
+	restore()
+	restore = setGOMAXPROCS(4)
+	got := read()
+	deadline := time.Now().Add(5 * time.Second)
+	for kernelWaiters.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if kernelWaiters.Load() != 1 {
+		t.Fatal("with GOMAXPROCS 4 the waiting read never slept in ppoll")
+	}
+	if in, kept := inInstance(); in || kept {
+		t.Errorf("a read sleeping in ppoll: socket in the read instance %v, kept %v; want neither", in, kept)
+	}
+	if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("ReadMsg: %v", err)
+	}
+}
+
 func TestSleepInKernel(t *testing.T) {
 	for _, tc := range []struct {
 		n     int32

@@ -5,6 +5,7 @@ package rdssock
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,14 @@ import (
 // (the runtime serializes them by the instance's read lock), but one lets
 // go after the next may have taken its turn, hence the count.
 //
+// The read instance keeps the socket after the last parked read has let
+// go, until a read next sleeps in ppoll (kfd.dropParked): a reader that
+// parks wait after wait (GOMAXPROCS=1, where every wait parks) then adds
+// and removes nothing, two epoll_ctl calls less per wait. A read that
+// sleeps in ppoll takes the socket out first, so that the wake-ups a
+// sleeping reader's socket gets (one per acknowledged message) do not also
+// reach a thread in the runtime poller.
+//
 // An instance holding the socket reports readiness to the runtime at every
 // wake-up of the socket while the socket has what it was added for. For a
 // write that is what a congested send needs: the congestion monitor's
@@ -34,32 +43,62 @@ type epollFile struct {
 	f  *os.File
 	rc syscall.RawConn
 
+	// kept, if not nil, is set while the socket stays in the instance
+	// with no parked call holding it (the read instance; see above).
+	kept *atomic.Bool
+
 	mu      sync.Mutex
-	holders int // parked calls that hold the socket in the instance
+	holders int  // parked calls that hold the socket in the instance
+	in      bool // the socket is in the instance
 }
 
-// hold adds the socket sfd to the instance for events unless a parked call
-// already holds it there.
+// hold adds the socket sfd to the instance for events unless it is there.
 func (e *epollFile) hold(sfd int, events uint32) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.holders == 0 {
+	if !e.in {
 		ev := unix.EpollEvent{Events: events, Fd: int32(sfd)}
 		if err := unix.EpollCtl(e.fd, unix.EPOLL_CTL_ADD, sfd, &ev); err != nil {
 			return os.NewSyscallError("epoll_ctl", err)
 		}
+		e.in = true
 	}
 	e.holders++
 	return nil
 }
 
 // letGo removes the socket sfd from the instance when the last parked call
-// holding it lets go.
+// holding it lets go, unless the instance keeps it.
 func (e *epollFile) letGo(sfd int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.holders--; e.holders == 0 {
+	if e.holders--; e.holders > 0 {
+		return
+	}
+	if e.kept != nil {
+		e.kept.Store(true)
+		return
+	}
+	e.removeLocked(sfd)
+}
+
+// drop removes the socket sfd from the instance unless a parked call holds
+// it there.
+func (e *epollFile) drop(sfd int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.holders == 0 {
+		e.removeLocked(sfd)
+	}
+}
+
+func (e *epollFile) removeLocked(sfd int) {
+	if e.in {
 		unix.EpollCtl(e.fd, unix.EPOLL_CTL_DEL, sfd, nil)
+		e.in = false
+	}
+	if e.kept != nil {
+		e.kept.Store(false)
 	}
 }
 
@@ -100,6 +139,9 @@ func (k *kfd) epollFor(write bool) (*epollFile, error) {
 		}
 		if !dl.IsZero() {
 			e.f.SetReadDeadline(dl)
+		}
+		if !write {
+			e.kept = &k.readKept
 		}
 		*p = e
 	}
