@@ -282,16 +282,18 @@ func TestParkedReadKeepsTheSocket(t *testing.T) {
 	restore := setGOMAXPROCS(1)
 	defer func() { restore() }()
 	a, b := pair(t)
-	inInstance := func() (in, kept bool) {
+	// state is the read instance's: the socket in it, parked reads holding
+	// it, and whether it stays without them.
+	state := func() (in bool, holders int, kept bool) {
 		b.k.mu.Lock()
 		e := b.k.er
 		b.k.mu.Unlock()
 		if e == nil {
-			return false, b.k.readKept.Load()
+			return false, 0, b.k.readKept.Load()
 		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		return e.in, b.k.readKept.Load()
+		return e.in, e.holders, b.k.readKept.Load()
 	}
 	read := func() chan error {
 		got := make(chan error, 1)
@@ -304,9 +306,12 @@ func TestParkedReadKeepsTheSocket(t *testing.T) {
 	const waits = 20
 	for i := range waits {
 		got := read()
-		time.Sleep(2 * time.Millisecond) // the read parks
-		if in, _ := inInstance(); !in {
-			t.Fatalf("wait %d: a parked read, but the socket is not in the read instance", i)
+		deadline := time.Now().Add(5 * time.Second)
+		for _, h, _ := state(); h == 0 && time.Now().Before(deadline); _, h, _ = state() {
+			time.Sleep(100 * time.Microsecond)
+		}
+		if in, h, _ := state(); !in || h != 1 {
+			t.Fatalf("wait %d: socket in the read instance %v, held by %d parked reads; want a parked read (GOMAXPROCS=1) holding it", i, in, h)
 		}
 		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
 			t.Fatal(err)
@@ -319,8 +324,8 @@ func TestParkedReadKeepsTheSocket(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("wait %d: the parked read did not return 5s after its message was sent", i)
 		}
-		if in, kept := inInstance(); !in || !kept {
-			t.Fatalf("after parked read %d: socket in the read instance %v, kept %v; want both", i, in, kept)
+		if in, h, kept := state(); !in || h != 0 || !kept {
+			t.Fatalf("after parked read %d: socket in the read instance %v, holders %d, kept %v; want in and kept, no holder", i, in, h, kept)
 		}
 	}
 
@@ -334,14 +339,14 @@ func TestParkedReadKeepsTheSocket(t *testing.T) {
 	if kernelWaiters.Load() != 1 {
 		t.Fatal("with GOMAXPROCS 4 the waiting read never slept in ppoll")
 	}
-	if in, kept := inInstance(); in || kept {
-		t.Errorf("a read sleeping in ppoll: socket in the read instance %v, kept %v; want neither", in, kept)
-	}
 	if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-got; err != nil {
 		t.Fatalf("ReadMsg: %v", err)
+	}
+	if in, _, kept := state(); in || kept {
+		t.Errorf("after a read that slept in ppoll: socket in the read instance %v, kept %v; want neither", in, kept)
 	}
 }
 
