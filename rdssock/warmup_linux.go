@@ -251,8 +251,9 @@ func waitPaths(ctx context.Context, s *Conn, local, peer netip.Addr) (bool, erro
 
 // warmUps is a Conn's state for its automatic warm-ups.
 type warmUps struct {
-	off   atomic.Bool                             // Config.NoAutoWarmUp, or a transport that needs none
-	ready atomic.Pointer[map[netip.Addr]struct{}] // peers that need no warm-up; replaced, never modified
+	off   atomic.Bool                                // Config.NoAutoWarmUp, or a transport that needs none
+	ready atomic.Pointer[map[netip.Addr]*netip.Addr] // peers that need no warm-up (each with a copy that last may point to); replaced, never modified
+	last  atomic.Pointer[netip.Addr]                 // the peer a send last found ready
 
 	mu       sync.Mutex
 	pending  map[netip.Addr]*warmCall
@@ -329,12 +330,27 @@ func (c *Conn) warmedUp(ctx context.Context, to netip.AddrPort, flags int) error
 	return c.warmUpSlow(ctx, to.Addr(), flags&unix.MSG_DONTWAIT != 0)
 }
 
+// isReady reports whether sends to peer need no warm-up. A socket that
+// sends to the same peer message after message compares it with the last
+// one found: a map look-up hashes the address, which without the CPU's
+// AES instructions (the emulated test VM) costs more than the rest of the
+// check.
 func (w *warmUps) isReady(peer netip.Addr) bool {
+	if p := w.last.Load(); p != nil && *p == peer {
+		return true
+	}
+	return w.inReadySet(peer)
+}
+
+func (w *warmUps) inReadySet(peer netip.Addr) bool {
 	m := w.ready.Load()
 	if m == nil {
 		return false
 	}
-	_, ok := (*m)[peer]
+	p, ok := (*m)[peer]
+	if ok {
+		w.last.Store(p) // the set only grows (or starts over): p stays ready
+	}
 	return ok
 }
 
@@ -347,13 +363,14 @@ const maxReadyPeers = 4096
 
 // markReadyLocked records that sends to peer need no warm-up.
 func (w *warmUps) markReadyLocked(peer netip.Addr) {
-	next := make(map[netip.Addr]struct{})
+	next := make(map[netip.Addr]*netip.Addr)
 	if m := w.ready.Load(); m != nil && len(*m) < maxReadyPeers {
-		for p := range *m {
-			next[p] = struct{}{}
+		for a, p := range *m {
+			next[a] = p
 		}
 	}
-	next[peer] = struct{}{}
+	p := peer
+	next[peer] = &p
 	w.ready.Store(&next)
 }
 

@@ -28,9 +28,19 @@ func TestWarmedUpKnownPeerAllocs(t *testing.T) {
 	if a.warm.isReady(netip.MustParseAddr("10.0.0.4")) {
 		t.Fatal("an unknown peer is found ready")
 	}
+	if p := a.warm.last.Load(); p == nil || *p != netip.MustParseAddr("10.0.0.3") {
+		t.Fatalf("the last peer found ready is %v, want 10.0.0.3", p)
+	}
+	if a.warm.isReady(netip.MustParseAddr("::ffff:10.0.0.3")) {
+		t.Fatal("the IPv4-mapped form of the last peer found is found ready, which the set itself does not hold")
+	}
+	other := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.3"), 4000)
 	allocs := testing.AllocsPerRun(1000, func() {
 		if err := a.warmedUp(nil, known, 0); err != nil {
 			t.Fatal(err)
+		}
+		if err := a.warmedUp(nil, other, 0); err != nil {
+			t.Fatal(err) // known too: the last peer found changes, without allocating
 		}
 		if err := a.warmedUp(nil, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.9"), 0), 0); err != nil {
 			t.Fatal(err) // a ping: no warm-up
