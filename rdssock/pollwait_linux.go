@@ -23,9 +23,9 @@ import (
 // go after the next may have taken its turn, hence the count.
 //
 // The read instance keeps the socket after the last parked read has let
-// go, until a read next sleeps in ppoll (kfd.dropParked): a reader that
-// parks wait after wait (GOMAXPROCS=1, where every wait parks) then adds
-// and removes nothing, two epoll_ctl calls less per wait. A read that
+// go, until a read next sleeps in ppoll (kfd.enter calls drop): a reader
+// that parks wait after wait (GOMAXPROCS=1, where every wait parks) then
+// adds and removes nothing, two epoll_ctl calls less per wait. A read that
 // sleeps in ppoll takes the socket out first, so that the wake-ups a
 // sleeping reader's socket gets (one per acknowledged message) do not also
 // reach a thread in the runtime poller.

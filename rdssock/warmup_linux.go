@@ -330,11 +330,11 @@ func (c *Conn) warmedUp(ctx context.Context, to netip.AddrPort, flags int) error
 	return c.warmUpSlow(ctx, to.Addr(), flags&unix.MSG_DONTWAIT != 0)
 }
 
-// isReady reports whether sends to peer need no warm-up. A socket that
-// sends to the same peer message after message compares it with the last
-// one found: a map look-up hashes the address, which without the CPU's
-// AES instructions (the emulated test VM) costs more than the rest of the
-// check.
+// isReady reports whether sends to peer need no warm-up. It compares peer
+// with the last peer found first: a socket sends to the same peer message
+// after message, and a map look-up hashes the address (without the CPU's
+// AES instructions, as in the emulated test VM, the runtime's fallback
+// hash showed in a profile of an rdscat receiver).
 func (w *warmUps) isReady(peer netip.Addr) bool {
 	if p := w.last.Load(); p != nil && *p == peer {
 		return true
