@@ -113,7 +113,7 @@ type Conn struct {
 	deregs    atomic.Uint64
 	scratch   sync.Pool
 	spare     atomic.Pointer[scratch] // kept for the next send: one swap instead of the pool
-	records   sync.Pool
+	records   recordStore
 	rd        reader
 
 	laneMu   sync.Mutex
@@ -212,7 +212,7 @@ func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 	x.mode.Store(uint32(o.Registration))
 	x.rd.init()
 	x.scratch.New = func() any { return new(scratch) }
-	x.records.New = func() any { r := new(opRecord); r.pool = &x.records; return r }
+	x.records.pool.New = func() any { return &opRecord{store: &x.records} }
 	return x
 }
 
@@ -319,7 +319,28 @@ type opRecord struct {
 	regions [MaxLocal]*Region
 	bufs    [MaxLocal]*Buffer
 	n, nb   int
-	pool    *sync.Pool
+	store   *recordStore
+}
+
+// recordStore keeps released opRecords for reuse: the last one released,
+// which a Conn that issues one operation at a time takes back with one
+// swap, and the others in a sync.Pool.
+type recordStore struct {
+	spare atomic.Pointer[opRecord]
+	pool  sync.Pool
+}
+
+func (s *recordStore) get() *opRecord {
+	if r := s.spare.Swap(nil); r != nil {
+		return r
+	}
+	return s.pool.Get().(*opRecord)
+}
+
+func (s *recordStore) put(r *opRecord) {
+	if !s.spare.CompareAndSwap(nil, r) {
+		s.pool.Put(r)
+	}
 }
 
 // Release implements barrier.Releaser: the kernel is done with the
@@ -334,13 +355,13 @@ func (r *opRecord) Release(barrier.Completion) {
 		r.bufs[i] = nil
 	}
 	r.n, r.nb = 0, 0
-	r.pool.Put(r)
+	r.store.put(r)
 }
 
 // newRecord takes the spans' regions (and pool buffers) as the memory of
 // an operation. It fails with ErrBadOp if a region is closed.
 func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
-	r := c.records.Get().(*opRecord)
+	r := c.records.get()
 	for i, s := range spans {
 		if !s.r.acquire() {
 			r.Release(barrier.Completion{})
