@@ -111,9 +111,8 @@ type Conn struct {
 	probePage *Region // the page the registration probe registers
 	regs      atomic.Uint64
 	deregs    atomic.Uint64
-	scratch   sync.Pool
-	spare     atomic.Pointer[scratch] // kept for the next send: one swap instead of the pool
-	records   recordStore
+	scratch   reusable[scratch]
+	records   reusable[opRecord]
 	rd        reader
 
 	laneMu   sync.Mutex
@@ -211,7 +210,7 @@ func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 	x := &Conn{c: c, tr: tr, ownsTr: owns, opts: o}
 	x.mode.Store(uint32(o.Registration))
 	x.rd.init()
-	x.scratch.New = func() any { return new(scratch) }
+	x.scratch.pool.New = func() any { return new(scratch) }
 	x.records.pool.New = func() any { return &opRecord{store: &x.records} }
 	return x
 }
@@ -297,19 +296,34 @@ type scratch struct {
 	oob    [cmsg.RDMAArgsSpace + cmsg.RDMAMapSpace + cmsg.RDMADestSpace + cmsg.AtomicSpace]byte
 }
 
-func (c *Conn) getScratch() *scratch {
-	if s := c.spare.Swap(nil); s != nil {
-		return s
-	}
-	return c.scratch.Get().(*scratch)
-}
+func (c *Conn) getScratch() *scratch { return c.scratch.get() }
 
 // putScratch gives s back. Its iov is not cleared: it holds plain
 // addresses, and each operation writes the entries it hands the kernel.
 func (c *Conn) putScratch(s *scratch) {
 	s.cookie = 0
-	if !c.spare.CompareAndSwap(nil, s) {
-		c.scratch.Put(s)
+	c.scratch.put(s)
+}
+
+// reusable keeps released values of a per-operation kind for reuse: the
+// last one released in an atomic pointer, which a Conn that issues one
+// operation at a time takes back with one swap, and the others in a
+// sync.Pool (whose New the Conn sets).
+type reusable[T any] struct {
+	spare atomic.Pointer[T]
+	pool  sync.Pool
+}
+
+func (r *reusable[T]) get() *T {
+	if x := r.spare.Swap(nil); x != nil {
+		return x
+	}
+	return r.pool.Get().(*T)
+}
+
+func (r *reusable[T]) put(x *T) {
+	if !r.spare.CompareAndSwap(nil, x) {
+		r.pool.Put(x)
 	}
 }
 
@@ -319,28 +333,7 @@ type opRecord struct {
 	regions [MaxLocal]*Region
 	bufs    [MaxLocal]*Buffer
 	n, nb   int
-	store   *recordStore
-}
-
-// recordStore keeps released opRecords for reuse: the last one released,
-// which a Conn that issues one operation at a time takes back with one
-// swap, and the others in a sync.Pool.
-type recordStore struct {
-	spare atomic.Pointer[opRecord]
-	pool  sync.Pool
-}
-
-func (s *recordStore) get() *opRecord {
-	if r := s.spare.Swap(nil); r != nil {
-		return r
-	}
-	return s.pool.Get().(*opRecord)
-}
-
-func (s *recordStore) put(r *opRecord) {
-	if !s.spare.CompareAndSwap(nil, r) {
-		s.pool.Put(r)
-	}
+	store   *reusable[opRecord]
 }
 
 // Release implements barrier.Releaser: the kernel is done with the
