@@ -33,9 +33,12 @@ type cFlow struct {
 	out   bytes.Buffer
 }
 
-// cResult is what rdsfault-c counted.
+// cResult is what rdsfault-c counted. stuck counts its senders that
+// stopped because the kernel refused a message (ENOBUFS, or EAGAIN for a
+// non-blocking sender) for stuckAfter, as a Go sender stops; stuckcong those of them last refused as
+// congested.
 type cResult struct {
-	accepted, received, lost, dup, reordered, corrupt, blocks, senderr int
+	accepted, received, lost, dup, reordered, corrupt, blocks, senderr, stuck, stuckcong int
 }
 
 // startCFlow starts rdsfault-c with two senders that run until stop. It
@@ -123,6 +126,7 @@ func startC(t *testing.T, untilStop bool, args ...string) *cFlow {
 		// go generate ./integration/reliability first.
 		t.Fatalf("no C reference to compare the kernel's behaviour with: %v (build it with go generate ./integration/reliability)", err)
 	}
+	args = append(args, "stuck_ms="+strconv.FormatInt(stuckAfter.Milliseconds(), 10))
 	c := &cFlow{cmd: exec.Command(bin, args...)}
 	c.cmd.Stdout = &c.out
 	c.cmd.Stderr = &c.out
@@ -186,15 +190,16 @@ func parseCResult(out string) (cResult, error) {
 				return r, fmt.Errorf("field %q: %w", f, err)
 			}
 			p := map[string]*int{"accepted": &r.accepted, "received": &r.received, "lost": &r.lost, "dup": &r.dup,
-				"reordered": &r.reordered, "corrupt": &r.corrupt, "blocks": &r.blocks, "senderr": &r.senderr}[k]
+				"reordered": &r.reordered, "corrupt": &r.corrupt, "blocks": &r.blocks, "senderr": &r.senderr,
+				"stuck": &r.stuck, "stuckcong": &r.stuckcong}[k]
 			if p == nil {
 				return r, fmt.Errorf("unknown field %q", f)
 			}
 			*p = n
 			got++
 		}
-		if got != 8 {
-			return r, fmt.Errorf("%d of 8 fields in %q", got, sc.Text())
+		if got != 10 {
+			return r, fmt.Errorf("%d of 10 fields in %q", got, sc.Text())
 		}
 		return r, nil
 	}

@@ -276,7 +276,14 @@ func TestFreshConnection(t *testing.T) {
 				for _, c := range cfs {
 					cr := c.stop(t)
 					t.Logf("run %d: C flow (rdsfault-c, non-blocking sends) on the same fresh connection: %+v", i, cr)
-					if cr.accepted != cFreshSenders*n || cr.corrupt != 0 || cr.senderr != 0 {
+					if cr.stuck > 0 {
+						// The kernel's doing, shown by plain C: a Go
+						// sender refused as long stops the same way
+						// (sender.run) and is judged there.
+						t.Logf("run %d: kernel: %d C senders stopped after the kernel refused a message for %v (%d of them as congested, the rest for want of send space); the flow had %d of its %d messages accepted",
+							i, cr.stuck, stuckAfter, cr.stuckcong, cr.accepted, cFreshSenders*n)
+					}
+					if (cr.stuck == 0 && cr.accepted != cFreshSenders*n) || cr.corrupt != 0 || cr.senderr != 0 {
 						t.Errorf("run %d: the C flow did not run cleanly beside the Go flow: %+v", i, cr)
 					}
 					cLost += cr.lost

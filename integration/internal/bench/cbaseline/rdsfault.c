@@ -12,17 +12,19 @@
 // every accepted message arrived or nothing arrived for idle_ms, and the
 // program prints one line:
 //
-//   RDSFAULT|accepted=N|received=N|lost=N|dup=N|reordered=N|corrupt=N|blocks=N|senderr=N
+//   RDSFAULT|accepted=N|received=N|lost=N|dup=N|reordered=N|corrupt=N|blocks=N|senderr=N|stuck=N|stuckcong=N
 //
 // lost counts accepted messages that never arrived, dup extra copies,
 // reordered first copies that arrived after a higher sequence number of the
 // same sender, blocks the runs of consecutive lost messages (summed over
 // senders), senderr the sends that failed with an error other than ENOBUFS
-// (congestion, retried).
+// (congestion, retried). A sender whose message the kernel has refused
+// (ENOBUFS, or EAGAIN with nonblock=1) for stuck_ms stops: stuck counts
+// those senders, stuckcong those of them last refused as congested.
 //
 // usage: rdsfault-c local=ADDR peer=ADDR port=BASE [netns=PATH]
 //                   [sendns=PATH] [senders=2] [pace_us=1000] [idle_ms=3000]
-//                   [count=N] [nonblock=1]
+//                   [count=N] [nonblock=1] [stuck_ms=20000]
 // The receiver binds peer:BASE in netns= (default: the caller's), sender i
 // binds local:BASE+1+i in sendns= (default: the caller's). IPv4 only.
 // With nonblock=1 the senders send with MSG_DONTWAIT and wait in poll for
@@ -67,13 +69,13 @@
 #define MAGIC 0x52444643u /* "RDFC" */
 
 static struct sockaddr_in local_sa, peer_sa;
-static int port_base, nsenders = 2, pace_us = 1000, idle_ms = 3000;
+static int port_base, nsenders = 2, pace_us = 1000, idle_ms = 3000, stuck_ms = 20000;
 static long count;
 static int nonblock;
 static const char *sendns;
 static atomic_int stop_sending, senders_done;
 static atomic_long accepted[MAXSENDERS];
-static atomic_long senderr;
+static atomic_long senderr, stuck, stuckcong;
 static int rfd;
 
 static void die(const char *what)
@@ -110,6 +112,13 @@ static int rds_socket(struct sockaddr_in *at)
 	return fd;
 }
 
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void *sender(void *arg)
 {
 	int id = (int)(intptr_t)arg;
@@ -135,11 +144,23 @@ static void *sender(void *arg)
 		for (uint32_t i = 0; i < n; i++)
 			buf[HDR + i] = (unsigned char)(seq * 31 + i);
 		put32(buf + HDR + n, sum(buf, HDR + n));
+		long refused_since = 0; /* when the kernel first refused this message */
 		for (;;) {
 			ssize_t r = sendto(fd, buf, HDR + n + 4, nonblock ? MSG_DONTWAIT : 0, (struct sockaddr *)&peer_sa, sizeof(peer_sa));
 			if (r >= 0) {
 				atomic_fetch_add(&accepted[id], 1);
 				break;
+			}
+			if (errno == ENOBUFS || errno == EAGAIN) {
+				long now = now_ms();
+				if (refused_since == 0) {
+					refused_since = now;
+				} else if (now - refused_since > stuck_ms) {
+					atomic_fetch_add(&stuck, 1);
+					if (errno == ENOBUFS)
+						atomic_fetch_add(&stuckcong, 1);
+					goto out;
+				}
 			}
 			if (nonblock && errno == EAGAIN) {
 				struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -167,12 +188,6 @@ out:
 static unsigned char *seen[MAXSENDERS];
 static long maxseq[MAXSENDERS], unique_rx, dups, reorders, corrupt;
 
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void *stdin_watch(void *arg)
 {
@@ -263,6 +278,8 @@ int main(int argc, char **argv)
 			sendns = a + 7;
 		else if (!strncmp(a, "nonblock=", 9))
 			nonblock = atoi(a + 9);
+		else if (!strncmp(a, "stuck_ms=", 9))
+			stuck_ms = atoi(a + 9);
 		else {
 			fprintf(stderr, "rdsfault-c: unknown argument %s\n", a);
 			return 2;
@@ -276,7 +293,7 @@ int main(int argc, char **argv)
 	}
 	if (!have_local || !have_peer || port_base <= 0 || port_base > 65535 - MAXSENDERS ||
 	    nsenders < 1 || nsenders > MAXSENDERS) {
-		fprintf(stderr, "usage: rdsfault-c local=ADDR peer=ADDR port=BASE [netns=PATH] [sendns=PATH] [senders=1-8] [pace_us=N] [idle_ms=N] [count=N] [nonblock=0|1]\n");
+		fprintf(stderr, "usage: rdsfault-c local=ADDR peer=ADDR port=BASE [netns=PATH] [sendns=PATH] [senders=1-8] [pace_us=N] [idle_ms=N] [count=N] [nonblock=0|1] [stuck_ms=N]\n");
 		return 2;
 	}
 	peer_sa.sin_port = htons(port_base);
@@ -375,7 +392,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	printf("RDSFAULT|accepted=%ld|received=%ld|lost=%ld|dup=%ld|reordered=%ld|corrupt=%ld|blocks=%ld|senderr=%ld\n",
-	       acc, unique_rx, lost, dups, reorders, corrupt, blocks, atomic_load(&senderr));
+	printf("RDSFAULT|accepted=%ld|received=%ld|lost=%ld|dup=%ld|reordered=%ld|corrupt=%ld|blocks=%ld|senderr=%ld|stuck=%ld|stuckcong=%ld\n",
+	       acc, unique_rx, lost, dups, reorders, corrupt, blocks, atomic_load(&senderr), atomic_load(&stuck), atomic_load(&stuckcong));
 	return 0;
 }
