@@ -232,6 +232,8 @@ func runHost(testBin string, args []string) (int, error) {
 			logf("kernel %s: %s: guest setup failed: %s", k.Release, name, v.setupErr)
 		case v.runErr != nil:
 			logf("kernel %s: %s: %v", k.Release, name, v.runErr)
+		case v.bootStalled.Load():
+			logf("kernel %s: %s did not come up within %v, %d boots in all; stopped it", k.Release, name, bootLimit, bootAttempts)
 		default:
 			why := "kernel panic, crash or lost output"
 			if p := panicLine(v.console); p != "" {
@@ -246,8 +248,14 @@ func runHost(testBin string, args []string) (int, error) {
 }
 
 // bootAttempts is how many times rdsvm boots the VM(s) when a guest
-// kernel crashes before the test starts.
+// kernel crashes, or stalls, before the test starts.
 const bootAttempts = 3
+
+// bootLimit is how long a guest may take to say it is ready before rdsvm
+// takes it for stalled, stops it and boots again. Guests come up in 4-13 s
+// under TCG; twice (ci38, ci50) one printed nothing, or only RCU stalls,
+// for the whole 15-minute timeout of its run. A variable for the tests.
+var bootLimit = 3 * time.Minute
 
 // bootWithRetries runs the VMs that mk describes, and runs a fresh set
 // again, up to bootAttempts times in all, while a guest kernel crashes
@@ -260,17 +268,22 @@ func bootWithRetries(ctx context.Context, mk func() []*vm, grace time.Duration, 
 		if len(crashed) == 0 || attempt == bootAttempts || ctx.Err() != nil || interrupted() {
 			return vms
 		}
-		// The kernel died before the guest's init had even started the
-		// test: nothing of the test ran, so booting again loses nothing.
-		// Under TCG this happens now and then while the kernel patches
-		// its own code at boot (an int3 oops at a static-key site).
+		// The kernel died, or stalled, before the guest's init had even
+		// started the test: nothing of the test ran, so booting again
+		// loses nothing. Under TCG a crash happens now and then while the
+		// kernel patches its own code at boot (an int3 oops at a
+		// static-key site).
 		for _, v := range crashed {
 			kept := strings.TrimSuffix(v.console, ".console.log") + fmt.Sprintf(".boot-crash-%d.console.log", attempt)
 			if err := os.Rename(v.console, kept); err != nil {
 				kept = v.console
 			}
-			logf("kernel %s: the %s VM crashed while booting, before the test started (%s; console log %s); booting again, attempt %d of %d",
-				v.kernel.Release, v.role, panicLine(kept), kept, attempt+1, bootAttempts)
+			what := "crashed while booting, before the test started (" + panicLine(kept)
+			if v.bootStalled.Load() {
+				what = fmt.Sprintf("did not come up within %v (stopped it", bootLimit)
+			}
+			logf("kernel %s: the %s VM %s; console log %s); booting again, attempt %d of %d",
+				v.kernel.Release, v.role, what, kept, attempt+1, bootAttempts)
 		}
 	}
 }
@@ -339,11 +352,11 @@ func runVMs(ctx context.Context, vms []*vm, grace time.Duration) {
 	}
 }
 
-// bootCrashed reports whether v's kernel panicked before the guest's init
-// said it was ready to start the test.
+// bootCrashed reports whether v's kernel panicked, or stalled for
+// bootLimit, before the guest's init said it was ready to start the test.
 func (v *vm) bootCrashed() bool {
 	return v.exitCode < 0 && v.bootTime == 0 && v.setupErr == "" && v.runErr == nil &&
-		!v.abandoned.Load() && !v.partnerCrashed.Load() && panicLine(v.console) != ""
+		!v.abandoned.Load() && !v.partnerCrashed.Load() && (v.bootStalled.Load() || panicLine(v.console) != "")
 }
 
 // bootCrashes returns the VMs that crashed while booting.
@@ -374,6 +387,8 @@ type vm struct {
 	abandoned atomic.Bool // stopped because the other VM finished long ago
 	// partnerCrashed: stopped because the other VM crashed while booting.
 	partnerCrashed atomic.Bool
+	up             atomic.Bool // the guest said it was ready
+	bootStalled    atomic.Bool // stopped because it was not up within bootLimit
 	setupErr       string
 	runErr         error
 	bootTime       time.Duration
@@ -456,6 +471,7 @@ func (v *vm) run(ctx context.Context) {
 			case vmconf.StatusReady:
 				ready = time.Now()
 				v.bootTime = ready.Sub(start)
+				v.up.Store(true)
 			case vmconf.StatusExit:
 				if n, err := strconv.Atoi(val); err == nil {
 					v.exitCode = n
@@ -468,17 +484,32 @@ func (v *vm) run(ctx context.Context) {
 	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	stall := time.NewTimer(bootLimit)
+	defer stall.Stop()
 	var werr error
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
 		werr = <-done
+	case <-stall.C:
+		if v.up.Load() {
+			select {
+			case werr = <-done:
+			case <-ctx.Done():
+				_ = cmd.Process.Kill()
+				werr = <-done
+			}
+			break
+		}
+		v.bootStalled.Store(true)
+		_ = cmd.Process.Kill()
+		werr = <-done
 	}
 	readers.Wait()
 	outR.Close()
 	stR.Close()
-	if werr != nil && ctx.Err() == nil && v.exitCode < 0 {
+	if werr != nil && ctx.Err() == nil && v.exitCode < 0 && !v.bootStalled.Load() {
 		v.runErr = fmt.Errorf("qemu: %v: %s", werr, strings.TrimSpace(qerr.String()))
 	}
 }

@@ -101,7 +101,9 @@ func TestFreeUDPPorts(t *testing.T) {
 // says, role being main or peer: "crash" writes a kernel panic to the
 // console before the guest is ready; "crash-once" does that only on its
 // first run (counted in $FAKE_DIR); "late-crash" says ready and then
-// panics; "ok" says ready and exits 0; "hang" says ready and sleeps.
+// panics; "ok" says ready and exits 0; "hang" says ready and sleeps;
+// "stall" never says ready; "stall-once" does that only on its first run;
+// "slow" says ready and exits 0 after 2 s.
 const fakeQemu = `#!/bin/sh
 console=""
 role=main
@@ -118,11 +120,16 @@ echo x >> "$runs"
 if [ "$mode" = crash-once ]; then
 	if [ "$(wc -l < "$runs")" -eq 1 ]; then mode=crash; else mode=ok; fi
 fi
+if [ "$mode" = stall-once ]; then
+	if [ "$(wc -l < "$runs")" -eq 1 ]; then mode=stall; else mode=ok; fi
+fi
 case "$mode" in
 crash) printf '[    0.98] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    0.99] Kernel panic - not syncing: Fatal exception in interrupt\n' > "$console"; exit 0;;
 late-crash) echo "rdsvm-ready 1.0" >&4; printf 'Kernel panic - not syncing: later\n' > "$console"; exit 0;;
 ok) echo booted > "$console"; echo "rdsvm-ready 1.0" >&4; echo "test output" >&3; echo "rdsvm-exit 0" >&4; exit 0;;
 hang) echo booted > "$console"; echo "rdsvm-ready 1.0" >&4; exec sleep 30;;
+stall) echo "rcu: INFO: rcu_preempt detected stalls" > "$console"; exec sleep 30;;
+slow) echo booted > "$console"; echo "rdsvm-ready 1.0" >&4; sleep 2; echo "rdsvm-exit 0" >&4; exit 0;;
 esac
 exit 3
 `
@@ -136,6 +143,8 @@ func TestBootWithRetries(t *testing.T) {
 	t.Setenv("RDSVM_QEMU", qemu)
 	t.Setenv("FAKE_DIR", dir)
 	k := &kernel.Kernel{Release: "fake", Root: dir}
+	defer func(d time.Duration) { bootLimit = d }(bootLimit)
+	bootLimit = time.Second
 	runs := func(role string) int {
 		b, _ := os.ReadFile(filepath.Join(dir, "runs-"+role))
 		return strings.Count(string(b), "\n")
@@ -154,6 +163,9 @@ func TestBootWithRetries(t *testing.T) {
 		{"test failure is not retried", 1, "fail", "", 1, -1, false},
 		{"peer crash stops a running main", 2, "hang", "crash", bootAttempts, -1, true},
 		{"peer crashes once", 2, "ok", "crash-once", 2, 0, false},
+		{"a stalled boot is stopped and booted again", 1, "stall-once", "", 2, 0, false},
+		{"a boot that always stalls", 1, "stall", "", bootAttempts, -1, false},
+		{"a test running past bootLimit is not stopped", 1, "slow", "", 1, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, r := range []string{"main", "peer"} {
@@ -191,9 +203,10 @@ func TestBootWithRetries(t *testing.T) {
 			}
 			kept, _ := filepath.Glob(filepath.Join(logs, "*.boot-crash-*.console.log"))
 			wantKept := 0
-			if tc.main == "crash-once" || tc.peer == "crash-once" {
+			switch {
+			case tc.main == "crash-once" || tc.peer == "crash-once" || tc.main == "stall-once":
 				wantKept = 1
-			} else if tc.main == "crash" || tc.peer == "crash" {
+			case tc.main == "crash" || tc.peer == "crash" || tc.main == "stall":
 				wantKept = bootAttempts - 1
 			}
 			if len(kept) != wantKept {
