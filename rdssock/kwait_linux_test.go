@@ -178,8 +178,7 @@ func TestIdleReadParks(t *testing.T) {
 
 // TestLongSleepingReadsPark: once reads of a socket have slept in ppoll
 // for parkEvery without parking, the next read that must wait parks in the
-// runtime poller at once, lets go of the socket there when it returns, and
-// the read after it sleeps in ppoll again.
+// runtime poller at once, and the one after it sleeps in ppoll again.
 func TestLongSleepingReadsPark(t *testing.T) {
 	defer setGOMAXPROCS(4)()
 	a, b := pair(t)
@@ -233,19 +232,6 @@ func TestLongSleepingReadsPark(t *testing.T) {
 		t.Errorf("the parked read left sleepsFrom %d, want 0: it did not park for parkEvery", from)
 	}
 	send(got)
-	// With Ps to spare the parked read took the socket out when it
-	// returned: the next read is likely to sleep in ppoll, or to find a
-	// message without waiting, and meanwhile the socket's wake-ups would
-	// reach the runtime poller for nothing.
-	b.k.mu.Lock()
-	e := b.k.er
-	b.k.mu.Unlock()
-	e.mu.Lock()
-	in := e.in
-	e.mu.Unlock()
-	if in || b.k.readKept.Load() {
-		t.Errorf("after the parked read returned with GOMAXPROCS 4: socket in the read instance %v, kept %v; want neither", in, b.k.readKept.Load())
-	}
 
 	got = read()
 	deadline = time.Now().Add(5 * time.Second)
