@@ -68,10 +68,6 @@ type kfd struct {
 	// readKept is set while the socket stays in er with no parked read
 	// holding it; a read about to sleep in ppoll takes it out then.
 	readKept atomic.Bool
-
-	// sleepsFrom is when (monoNanos) reads of the socket began sleeping
-	// in ppoll since one last parked; 0: not since then.
-	sleepsFrom atomic.Int64
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -232,7 +228,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			return nil
 		}
 		n, p := kernelWaiters.Add(1), procs()
-		if !sleepInKernel(n, p, rest) || k.parkDue() {
+		if !sleepInKernel(n, p, rest) {
 			kernelWaiters.Add(-1)
 			k.release()
 			return k.parkedWait(f, false)
@@ -271,30 +267,6 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		}
 	}
 }
-
-// parkDue reports whether a read that may sleep in ppoll should park in
-// the runtime poller instead, because reads of k have slept in ppoll,
-// holding their P, for parkEvery since one last parked.
-func (k *kfd) parkDue() bool {
-	now := monoNanos()
-	from := k.sleepsFrom.Load()
-	if from == 0 {
-		k.sleepsFrom.Store(now)
-		return false
-	}
-	if now-from < int64(parkEvery) {
-		return false
-	}
-	k.sleepsFrom.Store(0)
-	return true
-}
-
-const parkEvery = 4 * time.Millisecond
-
-var monoBase = time.Now()
-
-// monoNanos is the monotonic clock in nanoseconds since monoBase.
-func monoNanos() int64 { return int64(time.Since(monoBase)) + 1 }
 
 // enter registers a read sleeping in ppoll and returns how long it may
 // sleep (negative: no limit), or the reason not to wait: the socket is

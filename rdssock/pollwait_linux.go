@@ -75,7 +75,7 @@ func (e *epollFile) letGo(sfd int) {
 	if e.holders--; e.holders > 0 {
 		return
 	}
-	if e.kept != nil && procs() == 1 {
+	if e.kept != nil {
 		e.kept.Store(true)
 		return
 	}
