@@ -42,8 +42,10 @@
 // than a wake-up through the Go runtime poller. After 10 ms (the runtime's
 // own time slice), or after 250 µs when it holds the last free P (at once
 // with GOMAXPROCS=1), it parks in the runtime poller instead, so idle
-// receivers hold neither a thread nor a P; so give each busy receiving
-// goroutine a P of its own and one more (GOMAXPROCS).
+// receivers hold neither a thread nor a P; a busy receiver parks too,
+// once every 4 ms of sleeps, so that the scheduler sees it take turns. So
+// give each busy receiving goroutine a P of its own and one more
+// (GOMAXPROCS).
 // Sends wait in the runtime poller (a full send buffer, a congested
 // destination). The socket itself is never registered with the runtime
 // poller: RDS wakes a socket for every acknowledgement of sent messages,

@@ -176,6 +176,111 @@ func TestIdleReadParks(t *testing.T) {
 	}
 }
 
+// TestLongSleepingReadsPark: once reads of a socket have slept in ppoll
+// for parkEvery without parking, the next read that must wait parks in the
+// runtime poller at once, lets go of the socket there when it returns, and
+// the read after it sleeps in ppoll again.
+func TestLongSleepingReadsPark(t *testing.T) {
+	defer setGOMAXPROCS(4)()
+	a, b := pair(t)
+	holders := func() int {
+		b.k.mu.Lock()
+		e := b.k.er
+		b.k.mu.Unlock()
+		if e == nil {
+			return 0
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.holders
+	}
+	read := func() chan error {
+		got := make(chan error, 1)
+		go func() {
+			_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+			got <- err
+		}()
+		return got
+	}
+	send := func(got chan error) {
+		t.Helper()
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("ReadMsg: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the read did not return 5s after its message was sent")
+		}
+	}
+
+	// As if reads had slept in ppoll for twice parkEvery.
+	b.k.sleepsFrom.Store(monoNanos() - int64(2*parkEvery))
+	got := read()
+	deadline := time.Now().Add(5 * time.Second)
+	for holders() == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if h := holders(); h != 1 {
+		t.Fatalf("the read held the socket in the read instance %d times, want 1 (parked)", h)
+	}
+	// A read that slept in ppoll first (its kernelSlice) and parked
+	// after it would have left sleepsFrom as it was.
+	if from := b.k.sleepsFrom.Load(); from != 0 {
+		t.Errorf("the parked read left sleepsFrom %d, want 0: it did not park for parkEvery", from)
+	}
+	send(got)
+	// With Ps to spare the parked read took the socket out when it
+	// returned: the next read is likely to sleep in ppoll, or to find a
+	// message without waiting, and meanwhile the socket's wake-ups would
+	// reach the runtime poller for nothing.
+	b.k.mu.Lock()
+	e := b.k.er
+	b.k.mu.Unlock()
+	e.mu.Lock()
+	in := e.in
+	e.mu.Unlock()
+	if in || b.k.readKept.Load() {
+		t.Errorf("after the parked read returned with GOMAXPROCS 4: socket in the read instance %v, kept %v; want neither", in, b.k.readKept.Load())
+	}
+
+	got = read()
+	deadline = time.Now().Add(5 * time.Second)
+	for kernelWaiters.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	if n := kernelWaiters.Load(); n != 1 {
+		t.Errorf("after the park, %d reads sleep in ppoll, want 1", n)
+	}
+	if b.k.sleepsFrom.Load() == 0 {
+		t.Error("the read sleeping in ppoll did not note when the sleeps began")
+	}
+	send(got)
+}
+
+func TestParkDue(t *testing.T) {
+	var k kfd
+	if k.parkDue() {
+		t.Fatal("parkDue with no sleep noted: true")
+	}
+	if k.sleepsFrom.Load() == 0 {
+		t.Fatal("parkDue did not note the first sleep")
+	}
+	if k.parkDue() {
+		t.Fatal("parkDue right after the first sleep: true")
+	}
+	k.sleepsFrom.Store(monoNanos() - int64(parkEvery))
+	if !k.parkDue() {
+		t.Fatal("parkDue after parkEvery of sleeps: false")
+	}
+	if from := k.sleepsFrom.Load(); from != 0 {
+		t.Fatalf("parkDue that parks left sleepsFrom %d, want 0", from)
+	}
+}
+
 // TestWaitersBeyondThePsPark: of readers waiting at once, one sleeps in
 // ppoll for its kernelSlice; the ones that take the last free P sleep
 // there lastPSlice at most and then park in the runtime poller (where
