@@ -176,6 +176,30 @@ func TestIdleReadParks(t *testing.T) {
 	}
 }
 
+// readInstance is c's read epoll instance: the socket in it, parked reads
+// holding it, and whether it stays without them.
+func readInstance(c *Conn) (in bool, holders int, kept bool) {
+	c.k.mu.Lock()
+	e := c.k.er
+	c.k.mu.Unlock()
+	if e == nil {
+		return false, 0, c.k.readKept.Load()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.in, e.holders, c.k.readKept.Load()
+}
+
+// readInBackground starts a ReadMsg of c and returns where its error goes.
+func readInBackground(c *Conn) chan error {
+	got := make(chan error, 1)
+	go func() {
+		_, _, _, _, err := c.ReadMsg(make([]byte, 8), nil)
+		got <- err
+	}()
+	return got
+}
+
 // TestLongSleepingReadsPark: once reads of a socket have slept in ppoll
 // for parkEvery without parking, the next read that must wait parks in the
 // runtime poller at once, lets go of the socket there when it returns, and
@@ -183,25 +207,8 @@ func TestIdleReadParks(t *testing.T) {
 func TestLongSleepingReadsPark(t *testing.T) {
 	defer setGOMAXPROCS(4)()
 	a, b := pair(t)
-	holders := func() int {
-		b.k.mu.Lock()
-		e := b.k.er
-		b.k.mu.Unlock()
-		if e == nil {
-			return 0
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.holders
-	}
-	read := func() chan error {
-		got := make(chan error, 1)
-		go func() {
-			_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
-			got <- err
-		}()
-		return got
-	}
+	holders := func() int { _, h, _ := readInstance(b); return h }
+	read := func() chan error { return readInBackground(b) }
 	send := func(got chan error) {
 		t.Helper()
 		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
@@ -237,14 +244,8 @@ func TestLongSleepingReadsPark(t *testing.T) {
 	// returned: the next read is likely to sleep in ppoll, or to find a
 	// message without waiting, and meanwhile the socket's wake-ups would
 	// reach the runtime poller for nothing.
-	b.k.mu.Lock()
-	e := b.k.er
-	b.k.mu.Unlock()
-	e.mu.Lock()
-	in := e.in
-	e.mu.Unlock()
-	if in || b.k.readKept.Load() {
-		t.Errorf("after the parked read returned with GOMAXPROCS 4: socket in the read instance %v, kept %v; want neither", in, b.k.readKept.Load())
+	if in, _, kept := readInstance(b); in || kept {
+		t.Errorf("after the parked read returned with GOMAXPROCS 4: socket in the read instance %v, kept %v; want neither", in, kept)
 	}
 
 	got = read()
@@ -387,27 +388,8 @@ func TestParkedReadKeepsTheSocket(t *testing.T) {
 	restore := setGOMAXPROCS(1)
 	defer func() { restore() }()
 	a, b := pair(t)
-	// state is the read instance's: the socket in it, parked reads holding
-	// it, and whether it stays without them.
-	state := func() (in bool, holders int, kept bool) {
-		b.k.mu.Lock()
-		e := b.k.er
-		b.k.mu.Unlock()
-		if e == nil {
-			return false, 0, b.k.readKept.Load()
-		}
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		return e.in, e.holders, b.k.readKept.Load()
-	}
-	read := func() chan error {
-		got := make(chan error, 1)
-		go func() {
-			_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
-			got <- err
-		}()
-		return got
-	}
+	state := func() (in bool, holders int, kept bool) { return readInstance(b) }
+	read := func() chan error { return readInBackground(b) }
 	const waits = 20
 	for i := range waits {
 		got := read()
