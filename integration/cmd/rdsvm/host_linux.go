@@ -486,25 +486,24 @@ func (v *vm) run(ctx context.Context) {
 	go func() { done <- cmd.Wait() }()
 	stall := time.NewTimer(bootLimit)
 	defer stall.Stop()
+	stallC := stall.C // nil once the guest was up at bootLimit
 	var werr error
-	select {
-	case werr = <-done:
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		werr = <-done
-	case <-stall.C:
-		if v.up.Load() {
-			select {
-			case werr = <-done:
-			case <-ctx.Done():
-				_ = cmd.Process.Kill()
-				werr = <-done
+	for waiting := true; waiting; {
+		select {
+		case werr = <-done:
+			waiting = false
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			werr, waiting = <-done, false
+		case <-stallC:
+			if v.up.Load() {
+				stallC = nil
+				continue
 			}
-			break
+			v.bootStalled.Store(true)
+			_ = cmd.Process.Kill()
+			werr, waiting = <-done, false
 		}
-		v.bootStalled.Store(true)
-		_ = cmd.Process.Kill()
-		werr = <-done
 	}
 	readers.Wait()
 	outR.Close()
