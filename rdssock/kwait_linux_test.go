@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,6 +290,24 @@ func TestParkDue(t *testing.T) {
 // messages.
 func TestWaitersBeyondThePsPark(t *testing.T) {
 	defer setGOMAXPROCS(2)()
+	// The window is short, so a loaded host may fail to run the
+	// readers in it; without the parking every try fails.
+	const tries = 3
+	var late []string
+	for try := 0; try < tries; try++ {
+		why := waitersBeyondThePs(t)
+		if why == "" {
+			return
+		}
+		late = append(late, why)
+		t.Logf("try %d: %s", try+1, why)
+	}
+	t.Errorf("in each of %d tries: %s", tries, strings.Join(late, "; "))
+}
+
+// waitersBeyondThePs runs TestWaitersBeyondThePsPark once and returns
+// what was late, if anything. Reads that do not finish fail the test.
+func waitersBeyondThePs(t *testing.T) string {
 	const readers = 6
 	var senders, receivers []*Conn
 	got := make(chan error, readers)
@@ -316,11 +335,12 @@ func TestWaitersBeyondThePsPark(t *testing.T) {
 		time.Sleep(100 * time.Microsecond)
 		n = parked()
 	}
+	var why []string
 	if n != readers-1 {
-		t.Errorf("%d readers waiting with GOMAXPROCS 2: %d parked within %v, want %d", readers, n, kernelSlice/2, readers-1)
+		why = append(why, fmt.Sprintf("%d readers waiting with GOMAXPROCS 2: %d parked within %v, want %d", readers, n, kernelSlice/2, readers-1))
 	}
 	if k := kernelWaiters.Load(); k != 1 {
-		t.Errorf("%d readers sleeping in ppoll beside the goroutine looking, want 1", k)
+		why = append(why, fmt.Sprintf("%d readers sleeping in ppoll beside the goroutine looking, want 1", k))
 	}
 	for _, a := range senders {
 		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
@@ -337,6 +357,7 @@ func TestWaitersBeyondThePsPark(t *testing.T) {
 			t.Fatalf("%d of %d waiting reads still waiting 5s after their messages were sent", readers-i, readers)
 		}
 	}
+	return strings.Join(why, ", ")
 }
 
 // TestParkedReadersShareASocket: goroutines reading one socket beyond the
