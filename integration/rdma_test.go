@@ -331,7 +331,8 @@ func statusHistogram(tr *barrier.Tracker, from, to barrier.Token) map[barrier.St
 // bounce stays on a connection of their own.
 func TestIntegrationBarrierMark(t *testing.T) {
 	vmtest.Require(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Room for the C reference, should the kernel deviate.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cfg := &rdssock.Config{TOS: 3}
 	server := newRDMAEnd(t, vmtest.IBAddr1, cfg, &barrier.Config{Timeout: time.Minute}, nil)
@@ -430,14 +431,30 @@ func TestIntegrationBarrierMark(t *testing.T) {
 		t.Fatalf("TimedOut count %d", st.Completed[barrier.TimedOut])
 	}
 	// A bogus cookie: the peer refuses the access. The mark rises anyway.
+	// The deadline is the C reference's (judgeBogusWrite).
 	start = time.Now()
-	b := write(bogus, "bogus")
-	stB := wait(b)
-	if stB != barrier.RemoteError {
-		t.Errorf("write with a bogus cookie: %v, want remote error", stB)
+	b, err := server.c.Do(ctx, client.addr(), &rdmaops.Op{Write: true, Remote: bogus, Local: []rdmaops.Span{local}, Payload: []byte("bogus"), Deadline: time.Now().Add(10 * time.Second)})
+	if err != nil {
+		t.Fatalf("Write bogus: %v", err)
 	}
-	if hw := tr.HighWater(); hw != b {
-		t.Fatalf("mark %d after the failure of %d", hw, b)
+	stB := wait(b)
+	bogusUnreported := false // the deviation judgeBogusWrite accepted
+	switch stB {
+	case barrier.RemoteError:
+		if hw := tr.HighWater(); hw != b {
+			t.Fatalf("mark %d after the failure of %d", hw, b)
+		}
+	case barrier.TimedOut, barrier.Dropped:
+		// Linux 7.2 now and then (CI: twice in about 50 runs), judged
+		// against C. A timed-out op is the kernel's still: quarantined,
+		// the mark stays below it (the bounce below releases it).
+		judgeBogusWrite(t, stB)
+		bogusUnreported = stB == barrier.TimedOut
+		if hw := tr.HighWater(); stB == barrier.TimedOut && hw >= b || stB == barrier.Dropped && hw != b {
+			t.Fatalf("mark %d after the bogus write %d %v", hw, b, stB)
+		}
+	default:
+		t.Fatalf("write with a bogus cookie: %v, want remote error", stB)
 	}
 	t.Logf("bogus cookie %v: status %v after %v; mark %d", bogus, stB, time.Since(start), tr.HighWater())
 
@@ -517,6 +534,18 @@ func TestIntegrationBarrierMark(t *testing.T) {
 		}
 		st := tr.Stats()
 		t.Logf("the %d quarantined ops released by %s: barrier %v, late statuses %v, quarantined now %d, mark %d", quarantined, how, err, st.LateStatus, st.Quarantined, tr.HighWater())
+		if err != nil && bogusUnreported && st.Quarantined == 1 && tr.Status(b) == barrier.TimedOut && tr.HighWater() == b-1 {
+			// The kernel has still not reported the bogus write (the
+			// deviation judged above): the mark rightly stays below
+			// it; everything after it must be released.
+			for tok := b + 1; tok <= last; tok++ {
+				if s := tr.Status(tok); s == barrier.Pending || s == barrier.Unknown {
+					t.Fatalf("op %d after the unreported bogus write: %v", tok, s)
+				}
+			}
+			t.Logf("the bogus write %d is still unreported, its memory still the kernel's: the mark stays at %d", b, tr.HighWater())
+			err = nil
+		}
 		if err != nil {
 			t.Fatalf("barrier over a bounce: %v", err)
 		}

@@ -190,6 +190,10 @@ func TestRegistrationExposure(t *testing.T) {
 // no RDS/IB connection of any TOS comes up meanwhile) until the socket
 // that registered memory over it is closed; freeing and flushing the key
 // is not enough. The test measures each step.
+//
+// Linux 7.2 sometimes never reports the bogus write (the shutdown stuck in
+// rds_ib_conn_path_shutdown): accepted only as far as the C reference's
+// bogus writes in the same VM run show it (judgeBogusWrites).
 func TestBogusAndStaleCookies(t *testing.T) {
 	vmtest.Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -242,15 +246,33 @@ func TestBogusAndStaleCookies(t *testing.T) {
 	st = p.write(t, ctx, bogus, 0, local, "bogus", 10*time.Second)
 	c.add(st)
 	t.Logf("bogus cookie: %v after %v", st, time.Since(start))
-	if st != barrier.RemoteError || !allByte(creg.Bytes(), 'K') {
-		t.Errorf("write with a bogus cookie: %v; memory unchanged: %v", st, allByte(creg.Bytes(), 'K'))
+	switch {
+	case !allByte(creg.Bytes(), 'K'):
+		t.Errorf("write with a bogus cookie: %v; memory changed", st)
+	case st == barrier.Dropped || st == barrier.TimedOut:
+		// Linux 7.2 sometimes never reports it (seen in CI twice in
+		// about 50 runs): judged against the C reference's bogus writes
+		// in this VM run.
+		var one tally
+		one.add(st)
+		judgeBogusWrites(t, "a bogus cookie", one)
+	case st != barrier.RemoteError:
+		t.Errorf("write with a bogus cookie: %v, want remote error", st)
+	}
+	staleOut := "refused with remote error"
+	switch {
+	case st0 == barrier.Success:
+		staleOut = "landed (kernel flush not yet run; judged against C)"
+	case st0 != barrier.RemoteError:
+		staleOut = st0.String() + " (judged against C), memory unchanged"
+	}
+	bogusOut := "refused with remote error"
+	if st != barrier.RemoteError {
+		bogusOut = st.String() + " (judged against C)"
 	}
 	outcome := "both refused with remote error, memory unchanged"
-	switch {
-	case c.success > 0:
-		outcome = "the stale write landed (kernel flush not yet run; judged against C), the bogus one refused with remote error"
-	case c.dropped+c.timeout > 0:
-		outcome = "the stale write " + st0.String() + " (judged against C), memory unchanged; the bogus one refused with remote error"
+	if st0 != barrier.RemoteError || st != barrier.RemoteError {
+		outcome = "the stale write " + staleOut + "; the bogus one " + bogusOut
 	}
 	reliability(t, "cookies/bogus-and-stale", c, outcome)
 

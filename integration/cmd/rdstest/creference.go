@@ -17,6 +17,7 @@ import (
 // copies into the VM.
 var cReferences = []struct{ src, bin string }{
 	{"integration/internal/bench/cbaseline/useonce.c", "integration/rdmafaults/testdata/useonce-c"},
+	{"integration/internal/bench/cbaseline/useonce.c", "integration/testdata/useonce-c"},
 	{"integration/internal/bench/cbaseline/rdsfault.c", "integration/reliability/testdata/rdsfault-c"},
 	{"integration/internal/bench/cbaseline/rdsfault.c", "integration/testdata/rdsfault-c"},
 	{"integration/internal/bench/cbaseline/resetstall.c", "examples/rdmawrite/testdata/resetstall-c"},

@@ -16,13 +16,21 @@
  * registered until the trial ends, as a pool of buffers does (the Go
  * TestPoolQuarantine's stray write is judged against that form).
  *
+ * MODE bogus (the Go tests' writes with a bogus cookie, TestBogusAndStaleCookies
+ * and TestIntegrationBarrierMark): the client registers its page
+ * read-write (not use-once) and announces it, and the server issues one
+ * WRITE with a cookie never issued, the real key's rkey XOR 0x5a5a00 at
+ * offset 0, as the Go tests build it; it must be refused, leave memory
+ * alone and never deliver its payload.
+ *
  * Output: one line per trial and a summary line per step,
  *   useonce-c: STEP ops=N success=N remote_error=N canceled=N dropped=N other=N timeout=N
- * for STEP first, second, later; and "useonce-c: violations=N" (a refused
- * write that changed memory or delivered its payload, or a landed one
- * that did not). Exit status 0 unless setup failed (1) or usage (2).
+ * for STEP first, second, later (MODE useonce) or bogus (MODE bogus); and
+ * "useonce-c: violations=N" (a refused write that changed memory or
+ * delivered its payload, or a landed one that did not). Exit status 0
+ * unless setup failed (1) or usage (2).
  *
- *   useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS [LIVE]
+ *   useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS [LIVE [MODE]]
  *
  * Attempt k uses ports PORT+2k (server) and PORT+2k+1 (client) and the
  * k-th TOS of the list (values may repeat: a connection is reused once its
@@ -66,10 +74,11 @@ struct step {
 	int ops;
 };
 
-static struct step first, second, later;
+static struct step first, second, later, bogus;
 static int violations;
 static long pagesz;
-static int live; /* registrations the client holds through a trial */
+static int live;      /* registrations the client holds through a trial */
+static int bogusmode; /* MODE bogus */
 
 _Noreturn static void fail(const char *fmt, ...)
 {
@@ -327,7 +336,7 @@ static int trial(int i, struct in_addr sip, struct in_addr cip, int port, uint8_
 	struct rds_get_mr_args ma = {
 		.vec = {.addr = (uint64_t)(uintptr_t)creg, .bytes = (uint64_t)pagesz},
 		.cookie_addr = (uint64_t)(uintptr_t)&ck,
-		.flags = RDS_RDMA_READWRITE | RDS_RDMA_USE_ONCE | RDS_RDMA_INVALIDATE,
+		.flags = bogusmode ? RDS_RDMA_READWRITE : RDS_RDMA_READWRITE | RDS_RDMA_USE_ONCE | RDS_RDMA_INVALIDATE,
 	};
 	union {
 		char buf[CMSG_SPACE(sizeof(ma))];
@@ -344,6 +353,23 @@ static int trial(int i, struct in_addr sip, struct in_addr cip, int port, uint8_
 	struct rcv r;
 	if (!recv_data(s, 10000, &r) || !r.has_dest || r.dest != ck)
 		fail("trial %d: no registration message with cookie %#llx", i, (unsigned long long)ck);
+	memset(creg, 0x4b, (size_t)pagesz);
+
+	if (bogusmode) {
+		/* A cookie is the rkey in its low 32 bits, the offset above. */
+		uint64_t bad = (uint64_t)((uint32_t)ck ^ 0x5a5a00u);
+		int64_t t0 = now_ms();
+		int st = write_wait(s, &ca, bad, sreg, "bogus", 1);
+		count(&bogus, st);
+		if (st == ST_SUCCESS)
+			violation(i, "write with a bogus cookie succeeded");
+		if (!all_byte(creg, 0x4b))
+			violation(i, "write with a bogus cookie changed memory");
+		if (recv_data(c, 200, &r))
+			violation(i, "immediate data of the bogus write was delivered");
+		printf("useonce-c: trial %d: TOS %u: bogus %s after %lld ms\n", i, tos, st_name[st], (long long)(now_ms() - t0));
+		goto out;
+	}
 
 	int st = write_wait(s, &ca, ck, sreg, "first", 1);
 	count(&first, st);
@@ -401,8 +427,8 @@ static void summary(const char *name, const struct step *s)
 
 int main(int argc, char **argv)
 {
-	if (argc != 6 && argc != 7) {
-		fprintf(stderr, "usage: useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS [LIVE]\n");
+	if (argc < 6 || argc > 8) {
+		fprintf(stderr, "usage: useonce-c SERVER_IP CLIENT_IP PORT TOS,TOS,... TRIALS [LIVE [MODE]]\n");
 		return 2;
 	}
 	struct in_addr sip, cip;
@@ -411,10 +437,18 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int port = atoi(argv[3]), trials = atoi(argv[5]);
-	if (argc == 7) {
+	if (argc >= 7) {
 		live = atoi(argv[6]);
 		if (live < 0 || live > 64) {
 			fprintf(stderr, "useonce-c: bad LIVE count %s\n", argv[6]);
+			return 2;
+		}
+	}
+	if (argc == 8) {
+		if (!strcmp(argv[7], "bogus"))
+			bogusmode = 1;
+		else if (strcmp(argv[7], "useonce")) {
+			fprintf(stderr, "useonce-c: bad MODE %s (useonce or bogus)\n", argv[7]);
 			return 2;
 		}
 	}
@@ -444,9 +478,13 @@ int main(int argc, char **argv)
 				break;
 		}
 	}
-	summary("first", &first);
-	summary("second", &second);
-	summary("later", &later);
+	if (bogusmode) {
+		summary("bogus", &bogus);
+	} else {
+		summary("first", &first);
+		summary("second", &second);
+		summary("later", &later);
+	}
 	printf("useonce-c: violations=%d (readable with nothing to read: %ld)\n", violations, spurious);
 	return 0;
 }
