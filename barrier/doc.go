@@ -123,9 +123,12 @@
 //
 // # Deadlines
 //
-// An operation may carry a deadline (Entry.Deadline, or Config.Timeout from
-// Begin). When it passes with no status, the operation completes with
-// status TimedOut and is quarantined (see above). Begin reads no clock for
+// Every operation has a deadline unless configured otherwise:
+// Entry.Deadline, or else Config.Timeout from Begin, which is
+// DefaultTimeout (a minute) unless set (negative: none). When it passes
+// with no status, the operation completes with status TimedOut and is
+// quarantined (see above): that is how a caller learns that the peer or
+// the kernel never answered. Begin reads no clock for
 // a Config.Timeout: a tick every Timeout/16 (at least 1ms), running only
 // while operations are begun, stamps the deadlines of those begun since
 // the previous one, so such an operation times out at least Timeout and

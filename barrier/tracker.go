@@ -30,8 +30,8 @@ type Releaser interface {
 // Entry describes an operation to track (Tracker.Begin).
 type Entry struct {
 	// Deadline is when the operation times out if no status arrived.
-	// The zero value means Config.Timeout after Begin, or no deadline
-	// if that is zero too.
+	// The zero value means Config.Timeout (by default DefaultTimeout)
+	// after Begin, or no deadline if Config.Timeout is negative.
 	Deadline time.Time
 
 	// Keep is returned in the Completion and held by the tracker until
@@ -88,13 +88,23 @@ type Config struct {
 	OnRelease func(Completion)
 
 	// Timeout is the deadline given to operations whose Entry.Deadline is
-	// zero, counted from Begin. Zero means no deadline. Such an operation
-	// times out no earlier than Timeout after its Begin, and no more than
-	// Timeout/16 (at least 1ms) later, plus the timer's latency: Begin
-	// does not read the clock, a periodic tick stamps the deadlines of
-	// the operations begun since the previous one.
+	// zero, counted from Begin: zero means DefaultTimeout, a negative
+	// value no deadline (an operation whose status the kernel never
+	// delivers then stays pending, and the mark below it, for good).
+	// Such an operation times out no earlier than Timeout after its
+	// Begin, and no more than Timeout/16 (at least 1ms) later, plus the
+	// timer's latency: Begin does not read the clock, a periodic tick
+	// stamps the deadlines of the operations begun since the previous
+	// one.
 	Timeout time.Duration
 }
+
+// DefaultTimeout is the deadline of an operation when neither its
+// Entry.Deadline nor Config.Timeout gives one. A status normally comes
+// within milliseconds; Linux 7.2 was seen to never report some failed
+// RDMA operations, and without a deadline a caller would wait for them
+// forever instead of learning that the peer never answered.
+const DefaultTimeout = time.Minute
 
 // Stats are counters of a Tracker's life.
 type Stats struct {
@@ -204,6 +214,12 @@ func New(cfg *Config) *Tracker {
 	var c Config
 	if cfg != nil {
 		c = *cfg
+	}
+	switch {
+	case c.Timeout == 0:
+		c.Timeout = DefaultTimeout
+	case c.Timeout < 0:
+		c.Timeout = 0 // no deadline
 	}
 	n := 256
 	if c.Capacity > 0 {

@@ -474,3 +474,30 @@ func TestTickStampsOnlyPending(t *testing.T) {
 		t.Errorf("tickFrom %d after the tick, next %d", tr.tickFrom, tr.next)
 	}
 }
+
+// Without a Config.Timeout an operation still gets a deadline,
+// DefaultTimeout after its Begin; a negative Timeout gives none.
+func TestDefaultTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  *Config
+		want time.Duration
+	}{
+		{nil, DefaultTimeout},
+		{&Config{}, DefaultTimeout},
+		{&Config{Timeout: 5 * time.Second}, 5 * time.Second},
+		{&Config{Timeout: -1}, 0},
+	} {
+		tr := New(tc.cfg)
+		tr.Begin(Entry{})
+		tr.mu.Lock()
+		told, timeout := tr.nextDeadlineLocked(), tr.timeout
+		tr.mu.Unlock()
+		tr.Close()
+		if timeout != tc.want {
+			t.Errorf("New(%+v): timeout %v, want %v", tc.cfg, timeout, tc.want)
+		}
+		if (told != 0) != (tc.want != 0) {
+			t.Errorf("New(%+v): deadline told %d, want one: %v", tc.cfg, told, tc.want != 0)
+		}
+	}
+}

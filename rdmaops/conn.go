@@ -191,7 +191,9 @@ func (c *Conn) laneOf(dst netip.AddrPort) uint32 {
 }
 
 // New returns a Conn issuing RDMA on c and tracking operations with tr
-// (nil: a tracker with default configuration).
+// (nil: a tracker with default configuration, whose operations time out
+// barrier.DefaultTimeout after they are issued unless Op.Deadline says
+// otherwise).
 func New(c *rdssock.Conn, tr *barrier.Tracker, opts *Options) *Conn {
 	owns := tr == nil
 	if owns {
