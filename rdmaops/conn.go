@@ -390,7 +390,8 @@ func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 // If sendmsg fails for good the operation is completed at once with
 // status barrier.NotSent and the error is returned with its token.
 func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token, error) {
-	if _, err := op.total(); err != nil {
+	total, err := op.total()
+	if err != nil {
 		return 0, err
 	}
 	rec, err := c.newRecord(op.Local...)
@@ -421,7 +422,7 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 	}
 	s := c.getScratch()
 	b := cmsg.NewBuilder(s.oob[:0])
-	if err := encodeRDMA(&b, op, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok), extra); err != nil {
+	if err := encodeRDMA(&b, op, total, &s.iov, uint64(uintptr(unsafe.Pointer(&s.iov[0]))), uint64(tok), extra); err != nil {
 		c.tr.Complete(tok, barrier.NotSent)
 		c.putScratch(s)
 		return tok, err

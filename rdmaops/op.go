@@ -78,12 +78,9 @@ func (op *Op) total() (uint64, error) {
 }
 
 // encodeRDMA fills iov with op's local ranges and appends the
-// RDS_CMSG_RDMA_ARGS for op to b. iovAddr is the user-space address of iov.
-func encodeRDMA(b *cmsg.Builder, op *Op, iov *[MaxLocal]rdsabi.Iovec, iovAddr uint64, token uint64, extra cmsg.Flags) error {
-	total, err := op.total()
-	if err != nil {
-		return err
-	}
+// RDS_CMSG_RDMA_ARGS for op, whose local ranges op.total checked and found
+// total bytes long, to b. iovAddr is the user-space address of iov.
+func encodeRDMA(b *cmsg.Builder, op *Op, total uint64, iov *[MaxLocal]rdsabi.Iovec, iovAddr uint64, token uint64, extra cmsg.Flags) error {
 	for i, s := range op.Local {
 		iov[i] = rdsabi.Iovec{Addr: s.addr(), Bytes: uint64(s.n)}
 	}
@@ -99,7 +96,7 @@ func encodeRDMA(b *cmsg.Builder, op *Op, iov *[MaxLocal]rdsabi.Iovec, iovAddr ui
 		Flags:        flags,
 		UserToken:    token,
 	})
-	_, err = b.Finish()
+	_, err := b.Finish()
 	return err
 }
 

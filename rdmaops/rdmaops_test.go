@@ -99,7 +99,11 @@ func TestEncodeRDMA(t *testing.T) {
 	}
 	var iov [MaxLocal]rdsabi.Iovec
 	b := cmsg.NewBuilder(nil)
-	if err := encodeRDMA(&b, op, &iov, 0xdead000, 77, cmsg.FlagNotifyMe); err != nil {
+	total, err := op.total()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := encodeRDMA(&b, op, total, &iov, 0xdead000, 77, cmsg.FlagNotifyMe); err != nil {
 		t.Fatal(err)
 	}
 	oob, _ := b.Finish()
@@ -129,7 +133,7 @@ func TestEncodeRDMA(t *testing.T) {
 	op.Write = false
 	op.Flags = cmsg.FlagReadWrite
 	b.Reset(nil)
-	encodeRDMA(&b, op, &iov, 1, 1, cmsg.FlagNotifyMe)
+	encodeRDMA(&b, op, total, &iov, 1, 1, cmsg.FlagNotifyMe)
 	oob, _ = b.Finish()
 	a, _ = parseOne(t, oob).RDMAArgs()
 	if a.Flags != cmsg.FlagNotifyMe {
@@ -142,8 +146,7 @@ func TestEncodeRDMA(t *testing.T) {
 		"empty":    {Local: []Span{{}}},
 		"too long": {Local: []Span{{r: r, n: MaxTransfer}, {r: r, n: 1}}},
 	} {
-		b.Reset(nil)
-		if err := encodeRDMA(&b, bad, &iov, 1, 1, cmsg.FlagNotifyMe); !errors.Is(err, ErrBadOp) {
+		if _, err := bad.total(); !errors.Is(err, ErrBadOp) {
 			t.Errorf("%s: err %v, want ErrBadOp", name, err)
 		}
 	}
