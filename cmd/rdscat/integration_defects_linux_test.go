@@ -512,6 +512,12 @@ func TestRdscatStressRDMAIdleStoppedSender(t *testing.T) {
 	stopped := time.Now()
 	waitLog("freed the RDMA buffers of task 0", 30*time.Second)
 	t.Logf("stopped sender's buffers freed %.2f s after SIGSTOP", time.Since(stopped).Seconds())
+	// The receiver logs once it has sent its notice. Continued before
+	// the notice reached the stopped sender's socket (6.12 in CI), the
+	// sender's writes into the freed keys tore the connection down with
+	// the notice still on its way, and the sender saw only failures.
+	waitLog("told the sender", 5*time.Second)
+	time.Sleep(200 * time.Millisecond)
 	if err := send.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

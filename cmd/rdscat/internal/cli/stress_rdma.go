@@ -439,8 +439,8 @@ func (r *receiver) startIdleSweep(ctx context.Context) (stop func()) {
 }
 
 // expireIdle frees the buffers of every stream that has been silent for
-// longer than -rdma-idle, logs it, and tells its sender (one attempt: the
-// sender may be gone).
+// longer than -rdma-idle, tells its sender (one attempt: the sender may be
+// gone), and then logs both.
 func (r *receiver) expireIdle(now time.Time) {
 	r.rdmaMu.Lock()
 	defer r.rdmaMu.Unlock()
@@ -474,11 +474,16 @@ func (r *receiver) expireIdle(now time.Time) {
 	r.mu.Unlock()
 	for _, f := range freed {
 		reason := fmt.Sprintf("no message of this task for %v (the receiver's -rdma-idle is %v): its %d registered bytes were freed", f.quiet.Round(time.Millisecond), r.rdmaIdle, f.bytes)
-		fmt.Fprintf(r.log, "rdscat stress: freed the RDMA buffers of task %d of run %08x from %v: %s; %d bytes registered in all\n", f.key.task, f.key.run, f.key.from, reason, total)
 		msg := make([]byte, stressHeader, stressHeader+len(reason))
 		(&stressHdr{typ: typeRDMAReject, task: f.key.task, run: f.key.run}).put(msg)
 		msg = append(msg, reason...)
-		_, _ = f.c.WriteMsg(msg, nil, f.key.from)
+		told := "told the sender"
+		if _, err := f.c.WriteMsg(msg, nil, f.key.from); err != nil {
+			told = fmt.Sprintf("could not tell the sender: %v", err)
+		}
+		// Logged once the sender was told: a sender that acts before
+		// its notice arrives learns it only from failed operations.
+		fmt.Fprintf(r.log, "rdscat stress: freed the RDMA buffers of task %d of run %08x from %v: %s; %d bytes registered in all; %s\n", f.key.task, f.key.run, f.key.from, reason, total, told)
 	}
 }
 
