@@ -538,16 +538,17 @@ var bootLine = regexp.MustCompile(`rdsvm: kernel .*booted in`)
 // output with a testRun for kernel ("host" or a release), recording every
 // result in the results log.
 func goTestJSON(kernel string, race bool, env []string, args ...string) (tally, error) {
-	t, _, err := goTestJSONCrashes(kernel, race, env, args...)
-	return t, err
+	r, err := goTestRun(kernel, race, env, args...)
+	return r.t, err
 }
 
-// goTestJSONCrashes is goTestJSON that also returns how the guest kernel
-// panicked, if it did (rdsvm's description of each panic).
-func goTestJSONCrashes(kernel string, race bool, env []string, args ...string) (tally, []string, error) {
+// goTestRun is goTestJSON that returns the whole testRun: its tally, and
+// what it saw of rdsvm (how the guest kernel panicked, packages whose
+// rdsvm fell silent).
+func goTestRun(kernel string, race bool, env []string, args ...string) (*testRun, error) {
 	r := newTestRun(kernel, race, os.Stdout, *flagVerbose, results)
-	t, err := r.runGo(env, args...)
-	return t, r.crashes, err
+	_, err := r.runGo(env, args...)
+	return r, err
 }
 
 func (r *testRun) runGo(env []string, args ...string) (tally, error) {

@@ -121,11 +121,12 @@ func shortPkg(p string) string {
 
 // event is one line of go test -json (test2json) output.
 type event struct {
-	Action  string
-	Package string
-	Test    string
-	Output  string
-	Elapsed float64
+	Action      string
+	Package     string
+	Test        string
+	Output      string
+	Elapsed     float64
+	FailedBuild string
 }
 
 // testRun turns the go test -json output of one run into the printed
@@ -144,11 +145,18 @@ type testRun struct {
 	reliability []string // RELIABILITY| rows
 	deviations  []string // DEVIATION| lines
 	crashes     []string // rdsvm's "the guest kernel panicked: ..." lines
+
+	started   map[string]bool   // a test of the package started
+	lastRdsvm map[string]string // rdsvm's last line in the package's output
+	// silent lists the packages whose rdsvm ended without a word after
+	// it said it was booting, before any test started (see booting).
+	silent []string
 }
 
 func newTestRun(kernel string, race bool, out io.Writer, verbose bool, log *resultsLog) *testRun {
 	return &testRun{kernel: kernel, race: race, out: out, verbose: verbose, log: log,
-		buffered: map[[2]string][]string{}, failedTests: map[string]int{}}
+		buffered: map[[2]string][]string{}, failedTests: map[string]int{},
+		started: map[string]bool{}, lastRdsvm: map[string]string{}}
 }
 
 // read consumes go test -json output until EOF. Lines that are not JSON
@@ -169,6 +177,17 @@ func (r *testRun) record(e event, outcome string) {
 	}
 }
 
+// booting reports whether line, rdsvm's last, says only that it is booting
+// the VM(s). Whenever rdsvm ends on its own it says why after that: how
+// each VM ended, or the error that stopped it. So a run whose rdsvm fell
+// silent there was killed from outside (once in CI, 4.7 s after the
+// booting line, on a host that had ample memory), and nothing of its
+// tests ran.
+func booting(line string) bool {
+	return strings.HasPrefix(line, "rdsvm: booting kernel ") ||
+		(strings.HasPrefix(line, "rdsvm: kernel ") && strings.Contains(line, "; booting again, attempt "))
+}
+
 // line handles one line of output. Failing tests always show their
 // output, passing ones only when verbose. Every test and subtest that
 // passes, fails or skips counts once; a package that fails without a
@@ -186,6 +205,8 @@ func (r *testRun) line(b []byte) {
 		fmt.Fprint(r.out, strings.Join(r.buffered[k], ""))
 	}
 	switch e.Action {
+	case "run":
+		r.started[e.Package] = true
 	case "output", "build-output":
 		if bootLine.MatchString(e.Output) {
 			r.boot = append(r.boot, strings.TrimSpace(e.Output))
@@ -198,6 +219,9 @@ func (r *testRun) line(b []byte) {
 		}
 		if _, why, ok := strings.Cut(e.Output, guestPanicked); ok {
 			r.crashes = append(r.crashes, strings.TrimSpace(why))
+		}
+		if e.Test == "" && strings.HasPrefix(e.Output, "rdsvm: ") {
+			r.lastRdsvm[e.Package] = e.Output
 		}
 		switch {
 		case r.verbose:
@@ -240,6 +264,9 @@ func (r *testRun) line(b []byte) {
 			fmt.Fprintf(r.out, "rdstest: package %s failed outside any single test\n", e.Package)
 			r.t.failed++
 			r.record(e, "fail")
+			if !r.started[e.Package] && e.FailedBuild == "" && booting(r.lastRdsvm[e.Package]) {
+				r.silent = append(r.silent, e.Package)
+			}
 		}
 		delete(r.buffered, k)
 	}

@@ -163,3 +163,45 @@ func TestDeviationSummary(t *testing.T) {
 		}
 	}
 }
+
+// A package whose rdsvm falls silent after its booting line, with no test
+// started, is marked for a rerun; one where rdsvm said how the VM ended, a
+// build failure, or a test that ran is not.
+func TestSilentRdsvm(t *testing.T) {
+	const pkg = "example.com/canned/r"
+	out := func(s string) string {
+		b, _ := json.Marshal(event{Action: "output", Package: pkg, Output: s + "\n"})
+		return string(b)
+	}
+	fail := `{"Action":"fail","Package":"` + pkg + `","Elapsed":4.7}`
+	booting := out("rdsvm: booting kernel 6.12.117+deb12-amd64 (linux-image-6.12.117+deb12-amd64), timeout 12m0s")
+	for _, c := range []struct {
+		name   string
+		lines  []string
+		silent bool
+	}{
+		{"killed while booting (ci, stop 27)", []string{booting, out("FAIL\t" + pkg + "\t4.702s"), fail}, true},
+		{"killed after a boot retry", []string{booting,
+			out("rdsvm: kernel 6.12.117+deb12-amd64: the main VM crashed while booting, before the test started (x; console log y); booting again, attempt 2 of 3"),
+			fail}, true},
+		{"rdsvm said how the VM ended", []string{booting,
+			out("rdsvm: kernel 6.12.117+deb12-amd64: VM stopped without reporting an exit status (kernel panic, crash or lost output)"),
+			fail}, false},
+		{"rdsvm could not start", []string{out("rdsvm: build initramfs: no space left on device"), fail}, false},
+		{"no rdsvm at all", []string{out("exit status 1"), fail}, false},
+		{"a test ran", []string{booting, `{"Action":"run","Package":"` + pkg + `","Test":"TestX"}`, fail}, false},
+		{"build failure", []string{`{"Action":"fail","Package":"` + pkg + `","FailedBuild":"` + pkg + ` [` + pkg + `.test]"}`}, false},
+	} {
+		var shown bytes.Buffer
+		r := newTestRun("6.12-test", false, &shown, false, nil)
+		if err := r.read(strings.NewReader(strings.Join(c.lines, "\n") + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.silent) == 1 && r.silent[0] == pkg; got != c.silent {
+			t.Errorf("%s: silent %q, want %v", c.name, r.silent, c.silent)
+		}
+		if r.t.failed != 1 {
+			t.Errorf("%s: %d failures, want 1", c.name, r.t.failed)
+		}
+	}
+}

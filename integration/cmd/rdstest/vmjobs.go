@@ -104,7 +104,8 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 		mu      sync.Mutex
 		tallies = map[string]*tally{}
 		stopped bool // -short-circuit saw a failure
-		// crashNotes name the runs repeated after a known kernel crash.
+		// crashNotes name the runs repeated after a known kernel crash or
+		// after rdsvm was killed while booting.
 		crashNotes []string
 	)
 	for _, k := range kernels {
@@ -128,18 +129,25 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 					args = append(args, "-run", j.run)
 				}
 				args = append(args, j.pkg)
-				t, crashes, err := goTestJSONCrashes(kk.Release, j.race, env, args...)
+				r, err := goTestRun(kk.Release, j.race, env, args...)
 				if err != nil {
 					fmt.Printf("rdstest: %v\n", err)
 				}
-				if k, ok := knownCrashIn(crashes); ok && t.failed > 0 {
-					line := fmt.Sprintf("kernel %s: %s: the guest crashed on a known kernel bug (%s: %s); running the package once more",
-						kk.Release, j.pkg, k.signature, k.evidence)
+				t := r.t
+				why := ""
+				if k, ok := knownCrashIn(r.crashes); ok && t.failed > 0 {
+					why = fmt.Sprintf("the guest crashed on a known kernel bug (%s: %s)", k.signature, k.evidence)
+				} else if len(r.silent) > 0 {
+					why = "rdsvm ended without a word after it said it was booting the VM, before any test ran (killed from outside?)"
+				}
+				if why != "" {
+					line := fmt.Sprintf("kernel %s: %s: %s; running the package once more", kk.Release, j.pkg, why)
 					fmt.Println("rdstest: " + line)
-					t, _, err = goTestJSONCrashes(kk.Release, j.race, env, args...)
+					r, err = goTestRun(kk.Release, j.race, env, args...)
 					if err != nil {
 						fmt.Printf("rdstest: %v\n", err)
 					}
+					t = r.t
 					mu.Lock()
 					crashNotes = append(crashNotes, line+fmt.Sprintf("; the rerun: %s", t))
 					mu.Unlock()
