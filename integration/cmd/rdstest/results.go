@@ -146,8 +146,8 @@ type testRun struct {
 	deviations  []string // DEVIATION| lines
 	crashes     []string // rdsvm's "the guest kernel panicked: ..." lines
 
-	started   map[string]bool   // a test of the package started
-	lastRdsvm map[string]string // rdsvm's last line in the package's output
+	started  map[string]bool   // a test of the package started
+	lastLine map[string]string // the package's last line outside tests, but go's FAIL line
 	// silent lists the packages whose rdsvm ended without a word after
 	// it said it was booting, before any test started (see booting).
 	silent []string
@@ -156,7 +156,7 @@ type testRun struct {
 func newTestRun(kernel string, race bool, out io.Writer, verbose bool, log *resultsLog) *testRun {
 	return &testRun{kernel: kernel, race: race, out: out, verbose: verbose, log: log,
 		buffered: map[[2]string][]string{}, failedTests: map[string]int{},
-		started: map[string]bool{}, lastRdsvm: map[string]string{}}
+		started: map[string]bool{}, lastLine: map[string]string{}}
 }
 
 // read consumes go test -json output until EOF. Lines that are not JSON
@@ -177,8 +177,8 @@ func (r *testRun) record(e event, outcome string) {
 	}
 }
 
-// booting reports whether line, rdsvm's last, says only that it is booting
-// the VM(s). Whenever rdsvm ends on its own it says why after that: how
+// booting reports whether line, the last a package printed before go's FAIL
+// line, is rdsvm's saying that it is booting the VM(s). Whenever rdsvm ends on its own it says why after that: how
 // each VM ended, or the error that stopped it. So a run whose rdsvm fell
 // silent there was killed from outside (once in CI, 4.7 s after the
 // booting line, on a host that had ample memory), and nothing of its
@@ -220,8 +220,8 @@ func (r *testRun) line(b []byte) {
 		if _, why, ok := strings.Cut(e.Output, guestPanicked); ok {
 			r.crashes = append(r.crashes, strings.TrimSpace(why))
 		}
-		if e.Test == "" && strings.HasPrefix(e.Output, "rdsvm: ") {
-			r.lastRdsvm[e.Package] = e.Output
+		if e.Test == "" && !strings.HasPrefix(e.Output, "FAIL\t"+e.Package+"\t") {
+			r.lastLine[e.Package] = e.Output
 		}
 		switch {
 		case r.verbose:
@@ -264,7 +264,7 @@ func (r *testRun) line(b []byte) {
 			fmt.Fprintf(r.out, "rdstest: package %s failed outside any single test\n", e.Package)
 			r.t.failed++
 			r.record(e, "fail")
-			if !r.started[e.Package] && e.FailedBuild == "" && booting(r.lastRdsvm[e.Package]) {
+			if !r.started[e.Package] && e.FailedBuild == "" && booting(r.lastLine[e.Package]) {
 				r.silent = append(r.silent, e.Package)
 			}
 		}

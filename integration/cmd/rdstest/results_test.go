@@ -189,6 +189,7 @@ func TestSilentRdsvm(t *testing.T) {
 			fail}, false},
 		{"rdsvm could not start", []string{out("rdsvm: build initramfs: no space left on device"), fail}, false},
 		{"no rdsvm at all", []string{out("exit status 1"), fail}, false},
+		{"rdsvm panicked", []string{booting, out("panic: runtime error: index out of range [3] with length 3"), out("FAIL\t" + pkg + "\t4.702s"), fail}, false},
 		{"a test ran", []string{booting, `{"Action":"run","Package":"` + pkg + `","Test":"TestX"}`, fail}, false},
 		{"build failure", []string{`{"Action":"fail","Package":"` + pkg + `","FailedBuild":"` + pkg + ` [` + pkg + `.test]"}`}, false},
 	} {
