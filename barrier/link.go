@@ -47,6 +47,7 @@ func init() {
 	barrierlink.CancelLane = func(t any, lane uint32, cancel func() error) error {
 		return t.(*Tracker).cancelLane(lane, cancel)
 	}
+	barrierlink.Timeout = func(t any) time.Duration { return t.(*Tracker).timeout }
 	barrierlink.Unsealed = func(t any, tok uint64, all bool) bool {
 		tr := t.(*Tracker)
 		if !tr.unsignaled.Load() {

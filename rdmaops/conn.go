@@ -76,7 +76,8 @@ type Options struct {
 	// (EAGAIN), completing the operation as barrier.NotSent, instead of
 	// waiting for room until the operation's deadline or ctx. A server
 	// whose one goroutine issues operations for many peers sets it, so
-	// that one slow or congested peer cannot stall the others.
+	// that one slow or congested peer cannot stall the others. Register
+	// and Announce then fail with ErrCongested too instead of waiting.
 	FailFast bool
 
 	// SignalEvery, above 1, asks for a completion status (NOTIFY_ME) on
@@ -384,7 +385,9 @@ func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 //
 // Do waits while the socket's send buffer is full, and while the
 // destination is congested or the kernel answers EAGAIN, until ctx is done
-// or op.Deadline passes: the caller needs no retry loop. A congested
+// or the operation's deadline passes (op.Deadline, else the tracker's
+// timeout, when the tracker reports it TimedOut): the caller needs no
+// retry loop. A congested
 // destination is waited out in the runtime poller on a socket with
 // rdssock.Config.WaitCongested, and polled with short pauses otherwise.
 // If sendmsg fails for good the operation is completed at once with
@@ -428,7 +431,7 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 		return tok, err
 	}
 	oob, _ := b.Finish()
-	err = c.send(ctx, op.Payload, oob, to, op.Deadline)
+	err = c.send(ctx, op.Payload, oob, to, tok, op.Deadline, true)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
@@ -482,7 +485,7 @@ func (c *Conn) DoAtomic(ctx context.Context, to netip.AddrPort, a *Atomic) (barr
 	b.Reset(s.oob[:0])
 	encodeAtomic(&b, a, uint64(tok))
 	oob, _ := b.Finish()
-	err = c.send(ctx, nil, oob, to, a.Deadline)
+	err = c.send(ctx, nil, oob, to, tok, a.Deadline, true)
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
@@ -508,24 +511,42 @@ func (c *Conn) HandleControl(oob []byte) (dest cmsg.Cookie, hasDest bool, notice
 
 func isEAGAIN(err error) bool { return errors.Is(err, syscall.EAGAIN) }
 
-// send sends one operation's message. A full send buffer is waited out in
-// the runtime poller (rdssock), and so is a congested destination on a
-// socket with rdssock.Config.WaitCongested; otherwise congestion
-// (ErrCongested) and an EAGAIN with room in the send buffer are retried
-// after a pause growing from 20µs to 1ms, until ctx is done or deadline
-// (if not zero) passes.
-func (c *Conn) send(ctx context.Context, b, oob []byte, to netip.AddrPort, deadline time.Time) error {
+// send sends one message carrying RDMA control data. A full send buffer
+// is waited out in the runtime poller (rdssock), and so is a congested
+// destination on a socket with rdssock.Config.WaitCongested. Otherwise
+// congestion (ErrCongested), and with eagain an EAGAIN with room in the
+// send buffer, are retried after a pause growing from 20µs to 1ms until
+// ctx is done or the wait must end: at deadline if it is not zero; for an
+// operation (tok not 0), once the tracker no longer has it pending (it
+// timed out); for a registration (tok 0, deadline zero), the tracker's
+// timeout after the first refusal. With Options.FailFast nothing is
+// retried and an operation (eagain) does not even wait for room in the
+// send buffer.
+func (c *Conn) send(ctx context.Context, b, oob []byte, to netip.AddrPort, tok barrier.Token, deadline time.Time, eagain bool) error {
 	if c.opts.FailFast {
-		_, err := c.c.WriteMsgContext(context.Background(), b, oob, to, syscall.MSG_DONTWAIT)
+		flags, sctx := 0, orBackground(ctx)
+		if eagain {
+			flags, sctx = syscall.MSG_DONTWAIT, context.Background()
+		}
+		_, err := c.c.WriteMsgContext(sctx, b, oob, to, flags)
 		return err
 	}
 	pause := 20 * time.Microsecond
 	for {
 		_, err := c.c.WriteMsgContext(orBackground(ctx), b, oob, to, 0)
-		if err == nil || !(isEAGAIN(err) || errors.Is(err, rdssock.ErrCongested)) || c.closing.Load() {
+		if err == nil || !(eagain && isEAGAIN(err) || errors.Is(err, rdssock.ErrCongested)) || c.closing.Load() {
 			return err
 		}
-		if !deadline.IsZero() && !time.Now().Add(pause).Before(deadline) {
+		now := time.Now()
+		if tok == 0 && deadline.IsZero() {
+			if d := barrierlink.Timeout(c.tr); d > 0 {
+				deadline = now.Add(d)
+			}
+		}
+		if !deadline.IsZero() && !now.Add(pause).Before(deadline) {
+			return err
+		}
+		if tok != 0 && c.tr.Status(tok) != barrier.Pending {
 			return err
 		}
 		if ctx == nil || ctx.Done() == nil {

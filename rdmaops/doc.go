@@ -36,7 +36,10 @@
 // EOPNOTSUPP on FRWR adapters (every current RoCE adapter and Soft-RoCE),
 // so RegAuto probes once and then uses the one that works. The first
 // RDMA_MAP on a connection that is still coming up can fail with EAGAIN;
-// Register retries it with a bounded backoff. The probe registers a page of
+// Register retries it with a bounded backoff. A congested destination
+// is waited out as Do waits it out (below), within the tracker's timeout;
+// a sendmsg refused for congestion has freed the memory it mapped, so
+// nothing leaks. The probe registers a page of
 // the Conn's own, never the caller's memory, and frees it with
 // invalidation. Conn.GetMR and GetMRForDest issue RDS_GET_MR alone, with
 // no message; like every registration here they take a Span, so only
@@ -53,7 +56,8 @@
 // Conn.Do queues an RDMA READ or WRITE (Op) with local scatter/gather, an
 // optional payload sent as immediate data, and the flags FENCE and SILENT;
 // NOTIFY_ME is set (on every operation unless Options.SignalEvery says
-// otherwise) and the operation's barrier.Token is its user_token. Do returns once the kernel accepted the operation; it waits
+// otherwise) and the operation's barrier.Token is its user_token. Do
+// returns once the kernel accepted the operation; it waits
 // out a full send buffer, congestion and EAGAIN itself (in the runtime
 // poller on a socket with rdssock.Config.WaitCongested), until the
 // operation's deadline or the context ends, so callers write no retry

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/go-rds/rds/cmsg"
@@ -46,8 +47,11 @@ func (m *MR) Flags() cmsg.Flags { return m.flags }
 // effective only some time later); cmsg.FlagInvalidate invalidates the key
 // when it is freed.
 //
-// The first registration on a connection still being set up can fail with
-// EAGAIN; Register retries it within Options.MapRetries.
+// Register waits while the socket's send buffer is full, and (unless
+// Options.FailFast) while the destination is congested, until ctx is done
+// or, for congestion, the tracker's timeout (barrier.Config.Timeout) has
+// passed. The first registration on a connection still being set up can
+// fail with EAGAIN; Register retries it within Options.MapRetries.
 func (c *Conn) Register(ctx context.Context, s Span, flags cmsg.Flags, to netip.AddrPort, msg []byte) (*MR, error) {
 	if s.r == nil || s.n == 0 || s.n > MaxTransfer {
 		return nil, fmt.Errorf("%w: registration of %d bytes (1 to %d)", ErrBadOp, s.n, MaxTransfer)
@@ -138,7 +142,9 @@ func (c *Conn) registerMap(ctx context.Context, s Span, flags cmsg.Flags, to net
 	if err != nil {
 		return 0, err
 	}
-	_, err = c.c.WriteMsgContext(orBackground(ctx), msg, oob, to, 0)
+	// A failed sendmsg frees the memory it mapped (rds_sendmsg drops the
+	// key again), so a registration refused for congestion is retried.
+	err = c.send(ctx, msg, oob, to, 0, time.Time{}, false)
 	runtime.KeepAlive(sc)
 	if err != nil {
 		return 0, err
@@ -160,7 +166,8 @@ func (c *Conn) registerGetMR(ctx context.Context, s Span, flags cmsg.Flags, to n
 
 // Announce sends msg to the peer at to with the registration's cookie in
 // an RDS_CMSG_RDMA_DEST control message, as Register did: how a cookie is
-// offered again, to the same or another peer.
+// offered again, to the same or another peer. It waits out a full send
+// buffer and congestion as Register does.
 func (c *Conn) Announce(ctx context.Context, m *MR, to netip.AddrPort, msg []byte) error {
 	if m.freed.Load() {
 		return ErrFreed
@@ -174,8 +181,7 @@ func (c *Conn) announce(ctx context.Context, ck cmsg.Cookie, to netip.AddrPort, 
 	b := cmsg.NewBuilder(sc.oob[:0])
 	b.RDMADest(ck)
 	oob, _ := b.Finish()
-	_, err := c.c.WriteMsgContext(orBackground(ctx), msg, oob, to, 0)
-	return err
+	return c.send(ctx, msg, oob, to, 0, time.Time{}, false)
 }
 
 // Free releases the registration (RDS_FREE_MR), with

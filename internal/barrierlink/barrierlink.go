@@ -41,6 +41,10 @@ var (
 	// cancel returns it also covers the lane's operations sent before.
 	CancelLane func(t any, lane uint32, cancel func() error) error
 
+	// Timeout returns the tracker's timeout for an operation begun
+	// without a deadline of its own (Config.Timeout), 0 if none.
+	Timeout func(t any) time.Duration
+
 	// Unsealed reports whether waiting for tok (all: for the mark to
 	// reach tok) needs an unsignaled operation that nothing would
 	// complete.
