@@ -387,9 +387,9 @@ func (c *Conn) newRecord(spans ...Span) (*opRecord, error) {
 // destination is congested or the kernel answers EAGAIN, until ctx is done
 // or the operation's deadline passes (op.Deadline, else the tracker's
 // timeout, when the tracker reports it TimedOut): the caller needs no
-// retry loop. A congested
-// destination is waited out in the runtime poller on a socket with
-// rdssock.Config.WaitCongested, and polled with short pauses otherwise.
+// retry loop. A congested destination is waited out in the runtime poller
+// on a socket with rdssock.Config.WaitCongested, and polled with short
+// pauses otherwise.
 // If sendmsg fails for good the operation is completed at once with
 // status barrier.NotSent and the error is returned with its token.
 func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token, error) {

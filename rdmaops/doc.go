@@ -32,17 +32,16 @@
 // Conn.Register registers a span and sends a message carrying the cookie to
 // the peer in one step. Two kernel mechanisms exist: the RDS_GET_MR socket
 // option followed by an RDS_CMSG_RDMA_DEST message, and RDS_CMSG_RDMA_MAP,
-// which registers and sends in one sendmsg. RDS_GET_MR fails with
-// EOPNOTSUPP on FRWR adapters (every current RoCE adapter and Soft-RoCE),
-// so RegAuto probes once and then uses the one that works. The first
-// RDMA_MAP on a connection that is still coming up can fail with EAGAIN;
-// Register retries it with a bounded backoff. A congested destination
-// is waited out as Do waits it out (below), within the tracker's timeout;
-// a sendmsg refused for congestion has freed the memory it mapped, so
-// nothing leaks. The probe registers a page of
-// the Conn's own, never the caller's memory, and frees it with
-// invalidation. Conn.GetMR and GetMRForDest issue RDS_GET_MR alone, with
-// no message; like every registration here they take a Span, so only
+// which registers and sends in one sendmsg. RDS_GET_MR fails with EOPNOTSUPP
+// on FRWR adapters (every current RoCE adapter and Soft-RoCE), so RegAuto
+// probes once and then uses the one that works. The first RDMA_MAP on a
+// connection that is still coming up can fail with EAGAIN; Register retries
+// it with a bounded backoff. A congested destination is waited out as Do
+// waits it out (below), within the tracker's timeout; a sendmsg refused for
+// congestion has freed the memory it mapped, so nothing leaks. The probe
+// registers a page of the Conn's own, never the caller's memory, and frees
+// it with invalidation. Conn.GetMR and GetMRForDest issue RDS_GET_MR alone,
+// with no message; like every registration here they take a Span, so only
 // memory this package mapped is ever registered.
 //
 // Keys are freed with MR.Free (RDS_FREE_MR, invalidating when registered
@@ -56,16 +55,17 @@
 // Conn.Do queues an RDMA READ or WRITE (Op) with local scatter/gather, an
 // optional payload sent as immediate data, and the flags FENCE and SILENT;
 // NOTIFY_ME is set (on every operation unless Options.SignalEvery says
-// otherwise) and the operation's barrier.Token is its user_token. Do
-// returns once the kernel accepted the operation; it waits
-// out a full send buffer, congestion and EAGAIN itself (in the runtime
-// poller on a socket with rdssock.Config.WaitCongested), until the
-// operation's deadline or the context ends, so callers write no retry
+// otherwise) and the operation's barrier.Token is its user_token. Do returns
+// once the kernel accepted the operation; it waits out a full send buffer,
+// congestion and EAGAIN itself (in the runtime poller on a socket with
+// rdssock.Config.WaitCongested), until the operation's deadline (by default
+// the tracker's timeout) or the context ends, so callers write no retry
 // loop. A program that issues and waits in one goroutine, as the examples
-// do, waits as a C poll loop does: a read of the socket sleeps in the
-// kernel (see rdssock's package documentation). Give a READ whose immediate data
-// tells the peer something cmsg.FlagFence (Conn.Read does): without it the kernel may report the
-// READ, and send the payload, before its data is in local memory.
+// do, waits as a C poll loop does: a read of the socket sleeps in the kernel
+// (see rdssock's package documentation). Give a READ whose immediate data
+// tells the peer something cmsg.FlagFence (Conn.Read does): without it the
+// kernel may report the READ, and send the payload, before its data is in
+// local memory.
 //
 // # Signaling every Nth operation
 //
