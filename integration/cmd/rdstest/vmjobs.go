@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -139,6 +141,9 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 					why = fmt.Sprintf("the guest crashed on a known kernel bug (%s: %s)", k.signature, k.evidence)
 				} else if len(r.silent) > 0 {
 					why = "rdsvm ended without a word after it said it was booting the VM, before any test ran (killed from outside?)"
+					for _, l := range hostKills() {
+						fmt.Println("rdstest: host kernel: " + l)
+					}
 				}
 				if why != "" {
 					line := fmt.Sprintf("kernel %s: %s: %s; running the package once more", kk.Release, j.pkg, why)
@@ -185,4 +190,28 @@ func runVMJobs(jobs []vmJob, kernels []string, fetched map[string]*kernel.Kernel
 	}
 	note("integration tests on %s: %s (%s)", strings.Join(kernels, ", "), all, time.Since(t0).Round(time.Second))
 	total.add(all)
+}
+
+// killLine matches what the host kernel logs when it kills or faults a
+// process.
+var killLine = regexp.MustCompile(`(?i)out of memory|oom|killed process|segfault|general protection|rdsvm`)
+
+// hostKills returns the last lines of the host kernel's log that say it
+// killed or faulted a process, for a package run whose rdsvm died without
+// a word; or one line saying why the log could not be read.
+func hostKills() []string {
+	out, err := exec.Command("dmesg").Output()
+	if err != nil {
+		return []string{fmt.Sprintf("dmesg could not be read (%v)", err)}
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if killLine.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return []string{"no process killed or faulted in dmesg"}
+	}
+	return lines[max(len(lines)-20, 0):]
 }
