@@ -1,0 +1,327 @@
+//go:build linux
+
+// Command rdsinstr counts the user-space instructions that rdssock spends
+// on a read that has to wait, against the C a user would write, on the
+// host and without RDS: callgrind counts instructions, not seconds, so the
+// numbers repeat within a few percent whatever else the machine does,
+// where rdsbench's rates under TCG move by 10-50%.
+//
+// From the repository root (needs valgrind and gcc):
+//
+//	go run ./integration/cmd/rdsinstr
+//
+// A paced sender (integration/internal/bench/cbaseline/recvwait.c) sends
+// 64-byte messages on one end of an AF_UNIX SOCK_SEQPACKET pair, one every
+// -usec, slowly enough that the receiver waits for each. The receiver,
+// under callgrind, is either the C loop of the stress baseline (ppoll,
+// then recvmsg until EAGAIN) or rdssock's TestInstrReadWait reading with
+// ReadMsg or ReadMsgContext (-modes). Each receiver runs twice, for -n1
+// and for -n2 messages; the difference divided by n2-n1 is the count per
+// message, free of start-up costs. -reps runs of each give the median.
+//
+// The Go receiver runs with GODEBUG=asyncpreemptoff=1 (callgrind cannot
+// follow Go's preemption signals) and with parking disabled: a read that
+// has slept in ppoll for 4 ms in all parks once in the runtime poller
+// (see rdssock's kwait_linux.go), so how often it parks depends on the
+// pace, and the counts are for the common case, a read that sleeps in
+// ppoll. -top N prints the N functions that cost most per message.
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	flagN1    = flag.Int("n1", 200, "messages in the shorter run")
+	flagN2    = flag.Int("n2", 1000, "messages in the longer run")
+	flagUsec  = flag.Int("usec", 1000, "microseconds between two messages of the sender")
+	flagModes = flag.String("modes", "nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil) or ReadMsgContext with a background, cancelable or timeout context")
+	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
+	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver")
+	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
+)
+
+// receiver is one way of receiving that is counted.
+type receiver struct {
+	name string
+	cmd  func(n int) (*exec.Cmd, error)
+}
+
+func main() {
+	flag.Parse()
+	if *flagN2 <= *flagN1 || *flagN1 <= 0 || *flagReps <= 0 {
+		fatalf("-n1 and -n2 must satisfy 0 < n1 < n2, and -reps must be positive")
+	}
+	for _, tool := range []string{"valgrind", "gcc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			fatalf("%s not found: install it (apt-get install valgrind gcc)", tool)
+		}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		fatalf("%v", err)
+	}
+	dir := *flagKeep
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "rdsinstr-"); err != nil {
+			fatalf("%v", err)
+		}
+		defer os.RemoveAll(dir)
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	helper := filepath.Join(dir, "recvwait")
+	if out, err := exec.Command("gcc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", helper,
+		filepath.Join(root, "integration/internal/bench/cbaseline/recvwait.c")).CombinedOutput(); err != nil {
+		fatalf("gcc: %v\n%s", err, out)
+	}
+	testBin := filepath.Join(dir, "rdssock.test")
+	build := exec.Command("go", "test", "-c", "-o", testBin, "./rdssock")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		fatalf("go test -c ./rdssock: %v\n%s", err, out)
+	}
+
+	receivers := []receiver{{
+		name: "C: ppoll, recvmsg until EAGAIN",
+		cmd: func(n int) (*exec.Cmd, error) {
+			return exec.Command(helper, "recv", "3", strconv.Itoa(n)), nil
+		},
+	}}
+	for _, m := range strings.Split(*flagModes, ",") {
+		m = strings.TrimSpace(m)
+		name, ok := modeNames[m]
+		if !ok {
+			fatalf("-modes: unknown mode %q (want nil, background, cancel, timeout)", m)
+		}
+		receivers = append(receivers, receiver{name: name, cmd: func(n int) (*exec.Cmd, error) {
+			c := exec.Command(testBin, "-test.run", "^TestInstrReadWait$", "-test.count=1")
+			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_NOPARK=1",
+				"RDSINSTR_MODE="+m, "RDSINSTR_N="+strconv.Itoa(n))
+			return c, nil
+		}})
+	}
+
+	fmt.Printf("user-space instructions per received 64-byte message that had to wait (callgrind; %d and %d messages, one every %dµs; median of %d)\n\n",
+		*flagN1, *flagN2, *flagUsec, *flagReps)
+	fmt.Println("| receiver | instructions per message | ratio to C | spread |")
+	fmt.Println("|---|--:|--:|--:|")
+	var base float64
+	var tops []string
+	for i, r := range receivers {
+		var per []float64
+		var files [2]string
+		for rep := range *flagReps {
+			var totals [2]int64
+			for j, n := range []int{*flagN1, *flagN2} {
+				out := filepath.Join(dir, fmt.Sprintf("r%d-n%d-rep%d.callgrind", i, n, rep))
+				if totals[j], err = count(r, n, helper, out); err != nil {
+					fatalf("%s, %d messages: %v", r.name, n, err)
+				}
+				files[j] = out
+			}
+			per = append(per, float64(totals[1]-totals[0])/float64(*flagN2-*flagN1))
+		}
+		med, spread := medianSpread(per)
+		if i == 0 {
+			base = med
+		}
+		fmt.Printf("| %s | %.0f | %.2f | %.0f%% |\n", r.name, med, med/base, spread*100)
+		if *flagTop > 0 {
+			lines, err := topFunctions(files[0], files[1], *flagN2-*flagN1, *flagTop)
+			if err != nil {
+				fatalf("callgrind_annotate: %v", err)
+			}
+			tops = append(tops, "\n"+r.name+" (last run), per message:\n"+strings.Join(lines, "\n"))
+		}
+	}
+	for _, t := range tops {
+		fmt.Println(t)
+	}
+}
+
+var modeNames = map[string]string{
+	"nil":        "Go: ReadMsg",
+	"background": "Go: ReadMsgContext, context.Background",
+	"cancel":     "Go: ReadMsgContext, cancelable context",
+	"timeout":    "Go: ReadMsgContext, context with a deadline",
+}
+
+// count runs receiver r under callgrind for n messages from a paced
+// sender and returns the instructions it counted, writing its callgrind
+// file to out.
+func count(r receiver, n int, helper, out string) (int64, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	senderEnd, recvEnd := os.NewFile(uintptr(fds[0]), "sender"), os.NewFile(uintptr(fds[1]), "receiver")
+	sender := exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
+	sender.ExtraFiles = []*os.File{senderEnd}
+	sender.Stderr = os.Stderr
+	rc, err := r.cmd(n)
+	if err != nil {
+		return 0, err
+	}
+	vg := exec.Command("valgrind", append([]string{"--tool=callgrind", "--callgrind-out-file=" + out, rc.Path}, rc.Args[1:]...)...)
+	vg.Env = rc.Env
+	vg.ExtraFiles = []*os.File{recvEnd}
+	var vgOut bytes.Buffer
+	vg.Stdout, vg.Stderr = &vgOut, &vgOut
+	// Messages that arrive while valgrind is still starting the receiver
+	// are read without a wait; the pace makes those few, and both runs
+	// have them, so the difference is all waiting reads.
+	if err := vg.Start(); err != nil {
+		return 0, err
+	}
+	if err := sender.Start(); err != nil {
+		vg.Process.Kill()
+		vg.Wait()
+		return 0, err
+	}
+	senderEnd.Close()
+	recvEnd.Close()
+	serr := sender.Wait()
+	verr := vg.Wait()
+	if verr != nil {
+		return 0, fmt.Errorf("%v\n%s", verr, vgOut.Bytes())
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("sender: %v", serr)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		return 0, err
+	}
+	return callgrindTotal(data)
+}
+
+var totalLine = regexp.MustCompile(`(?m)^(?:totals|summary):\s+(\d+)`)
+
+// callgrindTotal returns the instruction total of a callgrind output file.
+func callgrindTotal(data []byte) (int64, error) {
+	m := totalLine.FindSubmatch(data)
+	if m == nil {
+		return 0, errors.New("no totals line in the callgrind file")
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
+}
+
+// medianSpread returns the median of v and its spread, (max-min)/median.
+func medianSpread(v []float64) (median, spread float64) {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	median = s[len(s)/2]
+	if len(s)%2 == 0 {
+		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	if median != 0 {
+		spread = (s[len(s)-1] - s[0]) / median
+	}
+	return median, spread
+}
+
+// topFunctions returns the k functions whose own instructions grew most
+// from the shorter run (a) to the longer (b), per message.
+func topFunctions(a, b string, messages, k int) ([]string, error) {
+	ca, err := selfCosts(a)
+	if err != nil {
+		return nil, err
+	}
+	cb, err := selfCosts(b)
+	if err != nil {
+		return nil, err
+	}
+	return perMessage(ca, cb, messages, k), nil
+}
+
+func selfCosts(file string) (map[string]int64, error) {
+	out, err := exec.Command("callgrind_annotate", "--inclusive=no", "--tree=none", "--auto=no", "--threshold=100", file).Output()
+	if err != nil {
+		return nil, err
+	}
+	return parseAnnotate(out), nil
+}
+
+// annotateLine is one function of callgrind_annotate's listing:
+// "12,345 ( 1.23%)  file:function [object]".
+var annotateLine = regexp.MustCompile(`^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.+?)\s*$`)
+
+// parseAnnotate returns each function's own instructions from
+// callgrind_annotate's output, by function name (the file and object
+// dropped, the costs of one function listed under several files summed).
+func parseAnnotate(out []byte) map[string]int64 {
+	costs := map[string]int64{}
+	for _, l := range strings.Split(string(out), "\n") {
+		m := annotateLine.FindStringSubmatch(l)
+		if m == nil || strings.Contains(m[2], "PROGRAM TOTALS") {
+			continue
+		}
+		fn := m[2]
+		if i := strings.LastIndex(fn, " ["); i > 0 && strings.HasSuffix(fn, "]") {
+			fn = fn[:i]
+		}
+		if _, f, ok := strings.Cut(fn, ":"); ok {
+			fn = f // the source file
+		}
+		n, err := strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+		if err == nil {
+			costs[fn] += n
+		}
+	}
+	return costs
+}
+
+// perMessage lists the k functions whose cost grew most from a to b,
+// divided by the messages b had more, largest first, as "  123.4 name".
+func perMessage(a, b map[string]int64, messages, k int) []string {
+	type fc struct {
+		fn   string
+		cost float64
+	}
+	var all []fc
+	for fn, n := range b {
+		all = append(all, fc{fn, float64(n-a[fn]) / float64(messages)})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].cost != all[j].cost {
+			return all[i].cost > all[j].cost
+		}
+		return all[i].fn < all[j].fn
+	})
+	var lines []string
+	for _, f := range all[:min(k, len(all))] {
+		lines = append(lines, fmt.Sprintf("  %7.1f %s", f.cost, f.fn))
+	}
+	return lines
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("run rdsinstr inside the repository")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "rdsinstr: "+format+"\n", args...)
+	os.Exit(1)
+}
