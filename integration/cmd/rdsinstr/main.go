@@ -15,7 +15,8 @@
 // -usec, slowly enough that the receiver waits for each. The receiver,
 // under callgrind, is either the C loop of the stress baseline (ppoll,
 // then recvmsg until EAGAIN) or rdssock's TestInstrReadWait reading with
-// ReadMsg or ReadMsgContext (-modes). Each receiver runs twice, for -n1
+// ReadMsg or ReadMsgContext (-modes), or making the C loop's system calls
+// raw from Go: the floor, what Go itself costs without rdssock. Each receiver runs twice, for -n1
 // and for -n2 messages; the difference divided by n2-n1 is the count per
 // message, free of start-up costs. -reps runs of each give the median.
 //
@@ -48,7 +49,7 @@ var (
 	flagN1    = flag.Int("n1", 200, "messages in the shorter run")
 	flagN2    = flag.Int("n2", 1000, "messages in the longer run")
 	flagUsec  = flag.Int("usec", 1000, "microseconds between two messages of the sender")
-	flagModes = flag.String("modes", "nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil) or ReadMsgContext with a background, cancelable or timeout context")
+	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, or the floor (raw system calls, no rdssock)")
 	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
 	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver")
 	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
@@ -105,7 +106,7 @@ func main() {
 		m = strings.TrimSpace(m)
 		name, ok := modeNames[m]
 		if !ok {
-			fatalf("-modes: unknown mode %q (want nil, background, cancel, timeout)", m)
+			fatalf("-modes: unknown mode %q (want floor, nil, background, cancel, timeout)", m)
 		}
 		receivers = append(receivers, receiver{name: name, cmd: func(n int) (*exec.Cmd, error) {
 			c := exec.Command(testBin, "-test.run", "^TestInstrReadWait$", "-test.count=1")
@@ -158,6 +159,7 @@ var modeNames = map[string]string{
 	"background": "Go: ReadMsgContext, context.Background",
 	"cancel":     "Go: ReadMsgContext, cancelable context",
 	"timeout":    "Go: ReadMsgContext, context with a deadline",
+	"floor":      "Go floor: the C loop as raw system calls, no rdssock",
 }
 
 // count runs receiver r under callgrind for n messages from a paced
