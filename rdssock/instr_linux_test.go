@@ -19,8 +19,8 @@ import (
 // fd 3 (one end of a SOCK_SEQPACKET pair whose other end a paced sender
 // holds) with ReadMsg (RDSINSTR_MODE nil) or ReadMsgContext with a
 // background, cancelable or timeout context, or with raw system calls
-// (floor). RDSINSTR_NOPARK keeps every
-// wait in ppoll (no park in the runtime poller every parkEvery).
+// (floor). A non-empty RDSINSTR_NOPARK keeps every wait in ppoll (no
+// park in the runtime poller every parkEvery).
 func TestInstrReadWait(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N"))
 	if n <= 0 {

@@ -21,11 +21,14 @@
 // message, free of start-up costs. -reps runs of each give the median.
 //
 // The Go receiver runs with GODEBUG=asyncpreemptoff=1 (callgrind cannot
-// follow Go's preemption signals) and with parking disabled: a read that
-// has slept in ppoll for 4 ms in all parks once in the runtime poller
-// (see rdssock's kwait_linux.go), so how often it parks depends on the
-// pace, and the counts are for the common case, a read that sleeps in
-// ppoll. -top N prints the N functions that cost most per message.
+// follow Go's preemption signals). A reader that has slept in ppoll for
+// 4 ms in all parks once in the runtime poller (see rdssock's
+// kwait_linux.go), so the share of that cost in a message depends on the
+// pace: the default of 150µs is about the pace of rdsbench's RDMA rows at
+// depth 1, where the reader waits for every message and parks about every
+// 30th. -park=false leaves the parks out (sysmon then preempts the reader
+// every 10 ms instead). -top N prints the N functions that cost most per
+// message.
 package main
 
 import (
@@ -48,7 +51,8 @@ import (
 var (
 	flagN1    = flag.Int("n1", 200, "messages in the shorter run")
 	flagN2    = flag.Int("n2", 1000, "messages in the longer run")
-	flagUsec  = flag.Int("usec", 1000, "microseconds between two messages of the sender")
+	flagUsec  = flag.Int("usec", 150, "microseconds between two messages of the sender")
+	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller every 4 ms of sleeping, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
 	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, or the floor (raw system calls, no rdssock)")
 	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
 	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver")
@@ -110,7 +114,7 @@ func main() {
 		}
 		receivers = append(receivers, receiver{name: name, cmd: func(n int) (*exec.Cmd, error) {
 			c := exec.Command(testBin, "-test.run", "^TestInstrReadWait$", "-test.count=1")
-			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_NOPARK=1",
+			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_NOPARK="+noPark(),
 				"RDSINSTR_MODE="+m, "RDSINSTR_N="+strconv.Itoa(n))
 			return c, nil
 		}})
@@ -309,6 +313,14 @@ func perMessage(a, b map[string]int64, messages, k int) []string {
 		lines = append(lines, fmt.Sprintf("  %7.1f %s", f.cost, f.fn))
 	}
 	return lines
+}
+
+// noPark is RDSINSTR_NOPARK's value for the Go reader: "" lets it park.
+func noPark() string {
+	if *flagPark {
+		return ""
+	}
+	return "1"
 }
 
 func moduleRoot() (string, error) {
