@@ -3,6 +3,8 @@
 package bench
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"testing"
@@ -17,6 +19,10 @@ func TestCPUTicksOfThisProcessAndAChild(t *testing.T) {
 		t.Skip("no sleep command:", err)
 	}
 	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	// The child's exec and dynamic loading take CPU: the window opens
+	// once it sleeps in sleep(1), or a tick of its start-up may land in it
+	// on a loaded host.
+	waitSleeping(t, child.Process.Pid)
 	before, err := cpuTicks(os.Getpid(), child.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
@@ -105,4 +111,21 @@ func TestSchedUseOfThisProcess(t *testing.T) {
 	if _, err := schedUse(1 << 30); err == nil {
 		t.Error("schedUse of a process that does not exist succeeded")
 	}
+}
+
+// waitSleeping waits until process pid runs sleep(1) and sleeps.
+func waitSleeping(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// pid (comm) state ...
+		i := bytes.LastIndexByte(stat, ')')
+		if bytes.Contains(stat[:max(i, 0)], []byte("(sleep")) && i+2 < len(stat) && stat[i+2] == 'S' {
+			return
+		}
+	}
+	t.Fatalf("process %d did not come to sleep in sleep(1) within 5 s", pid)
 }
