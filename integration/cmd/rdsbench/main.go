@@ -78,6 +78,7 @@ import (
 	"time"
 
 	"github.com/go-rds/rds/integration/internal/bench"
+	"github.com/go-rds/rds/integration/internal/repo"
 )
 
 const (
@@ -452,7 +453,7 @@ func host(args []string) int {
 	}
 	f.profiles = *pgo != ""
 	f.perf = *perfOut != ""
-	root, err := repoRoot()
+	root, err := repo.Root("rdsbench")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
@@ -573,18 +574,6 @@ func host(args []string) int {
 
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "rdsbench: "+format+"\n", a...)
-}
-
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run rdsbench inside the repository (no go.mod found)")
-	}
-	return filepath.Dir(mod), nil
 }
 
 // buildC compiles the C programs of integration/internal/bench/cbaseline

@@ -45,6 +45,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-rds/rds/integration/internal/repo"
 	"golang.org/x/sys/unix"
 )
 
@@ -75,7 +76,7 @@ func main() {
 			fatalf("%s not found: install it (apt-get install valgrind gcc)", tool)
 		}
 	}
-	root, err := moduleRoot()
+	root, err := repo.Root("rdsinstr")
 	if err != nil {
 		fatalf("%v", err)
 	}
@@ -321,18 +322,6 @@ func noPark() string {
 		return ""
 	}
 	return "1"
-}
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run rdsinstr inside the repository")
-	}
-	return filepath.Dir(mod), nil
 }
 
 func fatalf(format string, args ...any) {

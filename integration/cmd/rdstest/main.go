@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/go-rds/rds/integration/internal/kernel"
+	"github.com/go-rds/rds/integration/internal/repo"
 )
 
 var (
@@ -172,7 +173,7 @@ func notePackages(kernel string) {
 }
 
 func run() error {
-	root, err := repoRoot()
+	root, err := repo.Root("rdstest")
 	if err != nil {
 		return err
 	}
@@ -361,18 +362,6 @@ func exitDetail(err error) error {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
 	return l
-}
-
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", errors.New("run rdstest inside the repository (no go.mod found)")
-	}
-	return filepath.Dir(mod), nil
 }
 
 func runCmd(name string, args ...string) error {
