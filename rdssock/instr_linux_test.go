@@ -13,30 +13,66 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// instrModes are the reads integration/cmd/rdsinstr counts.
+var instrModes = []string{"nil", "background", "cancel", "timeout", "floor"}
+
 // TestInstrReadWait is the Go side of integration/cmd/rdsinstr, which runs
-// it under callgrind to count the instructions a read that waits costs. It
-// skips unless RDSINSTR_N is set; then it reads RDSINSTR_N messages from
-// fd 3 (one end of a SOCK_SEQPACKET pair whose other end a paced sender
-// holds) with ReadMsg (RDSINSTR_MODE nil) or ReadMsgContext with a
-// background, cancelable or timeout context, or with raw system calls
-// (floor). A non-empty RDSINSTR_NOPARK keeps every wait in ppoll (no
-// park in the runtime poller every parkEvery).
+// it under callgrind to count the instructions a read that waits costs:
+// with RDSINSTR_N set it reads that many 64-byte messages from fd 3 (one
+// end of a SOCK_SEQPACKET pair whose other end a paced sender holds) in
+// the way RDSINSTR_MODE names (see readWaiting); a non-empty
+// RDSINSTR_NOPARK keeps every wait in ppoll (no park in the runtime
+// poller every parkEvery). Run plainly, it checks every mode the same way
+// over a pair of its own, fed by a paced goroutine.
 func TestInstrReadWait(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N"))
-	if n <= 0 {
-		t.Skip("run by integration/cmd/rdsinstr")
+	if n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N")); n > 0 {
+		if os.Getenv("RDSINSTR_NOPARK") != "" {
+			parkEvery = time.Hour
+		}
+		readWaiting(t, 3, os.Getenv("RDSINSTR_MODE"), n)
+		return
 	}
-	if os.Getenv("RDSINSTR_NOPARK") != "" {
-		parkEvery = time.Hour
+	const n = 20
+	for _, mode := range instrModes {
+		t.Run(mode, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fds[1])
+			sent := make(chan error, 1)
+			go func() {
+				msg := make([]byte, 64)
+				for range n {
+					time.Sleep(300 * time.Microsecond) // the reader waits for each
+					if _, err := unix.Write(fds[1], msg); err != nil {
+						sent <- err
+						return
+					}
+				}
+				sent <- nil
+			}()
+			readWaiting(t, fds[0], mode, n)
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
-	if err := unix.SetNonblock(3, true); err != nil {
-		t.Fatalf("fd 3: %v", err)
+}
+
+// readWaiting reads n 64-byte messages from fd, which it closes: with
+// ReadMsg (mode nil), ReadMsgContext with a background, cancelable or
+// timeout context, or raw system calls (floor).
+func readWaiting(t *testing.T, fd int, mode string, n int) {
+	t.Helper()
+	if err := unix.SetNonblock(fd, true); err != nil {
+		t.Fatalf("fd %d: %v", fd, err)
 	}
-	c := newConn(newKfd(3))
+	c := newConn(newKfd(fd))
 	defer c.Close()
 	var ctx context.Context
 	cancel := context.CancelFunc(func() {})
-	switch m := os.Getenv("RDSINSTR_MODE"); m {
+	switch mode {
 	case "nil":
 	case "background":
 		ctx = context.Background()
@@ -45,10 +81,10 @@ func TestInstrReadWait(t *testing.T) {
 	case "timeout":
 		ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
 	case "floor":
-		rawReadLoop(t, n)
+		rawReadLoop(t, fd, n)
 		return
 	default:
-		t.Fatalf("RDSINSTR_MODE %q: want nil, background, cancel, timeout or floor", m)
+		t.Fatalf("mode %q: want one of %q", mode, instrModes)
 	}
 	defer cancel()
 	buf := make([]byte, 128)
@@ -61,7 +97,7 @@ func TestInstrReadWait(t *testing.T) {
 			got, _, _, _, err = c.ReadMsgContext(ctx, buf, nil, 0)
 		}
 		if err != nil || got != 64 {
-			t.Fatalf("message %d of %d: %d bytes, %v", i, n, got, err)
+			t.Fatalf("%s: message %d of %d: %d bytes, %v", mode, i, n, got, err)
 		}
 	}
 }
@@ -69,7 +105,7 @@ func TestInstrReadWait(t *testing.T) {
 // rawReadLoop is the floor a Go receiver could reach: the C loop's system
 // calls (ppoll, then recvmsg until EAGAIN) as raw system calls, with none
 // of rdssock's bookkeeping (no deadlines, contexts, Close or parking).
-func rawReadLoop(t *testing.T, n int) {
+func rawReadLoop(t *testing.T, fd, n int) {
 	var buf [128]byte
 	iov := unix.Iovec{Base: &buf[0]}
 	iov.SetLen(len(buf))
@@ -77,11 +113,11 @@ func rawReadLoop(t *testing.T, n int) {
 	hdr.Iov = &iov
 	hdr.SetIovlen(1)
 	for got := 0; got < n; {
-		pfd := [1]unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
+		pfd := [1]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		ts := unix.NsecToTimespec(int64(10 * time.Second))
 		unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
 		for got < n {
-			r, _, e := unix.RawSyscall(unix.SYS_RECVMSG, 3, uintptr(unsafe.Pointer(&hdr)), unix.MSG_DONTWAIT)
+			r, _, e := unix.RawSyscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&hdr)), unix.MSG_DONTWAIT)
 			if e == unix.EAGAIN || e == unix.EINTR {
 				break
 			}
