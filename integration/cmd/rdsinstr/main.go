@@ -63,7 +63,7 @@ var (
 // receiver is one way of receiving that is counted.
 type receiver struct {
 	name string
-	cmd  func(n int) (*exec.Cmd, error)
+	cmd  func(n int) *exec.Cmd
 }
 
 func main() {
@@ -103,8 +103,8 @@ func main() {
 
 	receivers := []receiver{{
 		name: "C: ppoll, recvmsg until EAGAIN",
-		cmd: func(n int) (*exec.Cmd, error) {
-			return exec.Command(helper, "recv", "3", strconv.Itoa(n)), nil
+		cmd: func(n int) *exec.Cmd {
+			return exec.Command(helper, "recv", "3", strconv.Itoa(n))
 		},
 	}}
 	for _, m := range strings.Split(*flagModes, ",") {
@@ -113,11 +113,11 @@ func main() {
 		if !ok {
 			fatalf("-modes: unknown mode %q (want floor, nil, background, cancel, timeout)", m)
 		}
-		receivers = append(receivers, receiver{name: name, cmd: func(n int) (*exec.Cmd, error) {
+		receivers = append(receivers, receiver{name: name, cmd: func(n int) *exec.Cmd {
 			c := exec.Command(testBin, "-test.run", "^TestInstrReadWait$", "-test.count=1")
 			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_NOPARK="+noPark(),
 				"RDSINSTR_MODE="+m, "RDSINSTR_N="+strconv.Itoa(n))
-			return c, nil
+			return c
 		}})
 	}
 
@@ -179,10 +179,7 @@ func count(r receiver, n int, helper, out string) (int64, error) {
 	sender := exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
 	sender.ExtraFiles = []*os.File{senderEnd}
 	sender.Stderr = os.Stderr
-	rc, err := r.cmd(n)
-	if err != nil {
-		return 0, err
-	}
+	rc := r.cmd(n)
 	vg := exec.Command("valgrind", append([]string{"--tool=callgrind", "--callgrind-out-file=" + out, rc.Path}, rc.Args[1:]...)...)
 	vg.Env = rc.Env
 	vg.ExtraFiles = []*os.File{recvEnd}
