@@ -378,6 +378,10 @@ func ensureHostPackages() error {
 		"dpkg-deb":           "dpkg",
 		"apt-get":            "apt",
 		"gcc":                "gcc", // cgo, which the race detector needs
+		// To unpack the kernel image for a direct boot (see
+		// kernel.BootImage): Debian's kernels are xz or zstd.
+		"xz":   "xz-utils",
+		"zstd": "zstd",
 	}
 	var missing []string
 	for cmd, pkg := range need {
@@ -390,7 +394,7 @@ func ensureHostPackages() error {
 	}
 	sort.Strings(missing)
 	if len(missing) == 0 {
-		fmt.Println("all host packages present (qemu-system-x86, kmod, dpkg, apt, gcc, libc6-dev)")
+		fmt.Println("all host packages present (qemu-system-x86, kmod, dpkg, apt, gcc, libc6-dev, xz-utils, zstd)")
 		return nil
 	}
 	if os.Geteuid() != 0 {

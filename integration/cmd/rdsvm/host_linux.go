@@ -422,7 +422,7 @@ func (v *vm) run(ctx context.Context) {
 		"-smp", "2",
 		"-display", "none",
 		"-no-reboot",
-		"-kernel", v.kernel.Image(),
+		"-kernel", v.kernel.BootImage(),
 		"-initrd", v.initrd,
 		"-append", strings.TrimSpace(fmt.Sprintf("console=ttyS0 panic=-1 quiet tsc=reliable %s=%s %s=%d %s",
 			vmconf.CmdlineRole, v.role, vmconf.CmdlineVMs, v.vms, os.Getenv("RDSVM_CMDLINE"))),

@@ -51,6 +51,7 @@ type Kernel struct {
 	Root    string // directory the package was extracted into
 
 	image   string
+	vmlinux string // the unpacked image, if any: see BootImage
 	modules string
 }
 
@@ -113,6 +114,7 @@ func Fetch(cache, name string, logf func(format string, args ...any)) (*Kernel, 
 	root := filepath.Join(cache, "kernels", ref.dirName())
 	if k, err := open(ref.pkg, root); err == nil {
 		k.Version = ref.version
+		unpackVmlinux(k, logf)
 		return k, nil
 	}
 	var apt *aptConfig
@@ -130,6 +132,7 @@ func Fetch(cache, name string, logf func(format string, args ...any)) (*Kernel, 
 		return nil, err
 	}
 	k.Version = ref.version
+	unpackVmlinux(k, logf)
 	return k, nil
 }
 
