@@ -73,12 +73,22 @@ func run(status *os.File) error {
 	// A kernel oops must not leave a half-dead VM running until the timeout.
 	_ = os.WriteFile("/proc/sys/kernel/panic_on_oops", []byte("1"), 0)
 
+	topo, err := newTopology(cfg.VMs, role)
+	if err != nil {
+		return fmt.Errorf("network topology: %w", err)
+	}
+	defer topo.close()
 	for _, m := range cfg.Modules {
 		if err := loadModule(filepath.Join(vmconf.ModulesDir, cfg.Release, m)); err != nil {
 			return err
 		}
+		if strings.HasPrefix(filepath.Base(m), "veth.ko") {
+			if err := topo.links(); err != nil {
+				return fmt.Errorf("network topology: %w", err)
+			}
+		}
 	}
-	if err := setupTopology(cfg.VMs, role); err != nil {
+	if err := topo.finish(); err != nil {
 		return fmt.Errorf("network topology: %w", err)
 	}
 	patchOnceKeys()

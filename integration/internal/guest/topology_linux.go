@@ -14,32 +14,69 @@ import (
 // rxeTimeout bounds the wait for a new rxe port to become ACTIVE.
 const rxeTimeout = 30 * time.Second
 
-// setupTopology builds the one-VM or two-VM topology in vmtest's package doc.
-func setupTopology(vms int, role string) error {
+// topology builds the one-VM or two-VM topology in vmtest's package doc,
+// in two steps: links (veth pairs, the peer namespace, addresses, links
+// up), which needs only the veth module, and finish (the rxe device, and
+// the wait for the links' operational state). The kernel's linkwatch sets
+// that state up to a second after a link gets carrier, so init takes the
+// first step as soon as veth is loaded and loads the other modules
+// meanwhile.
+type topology struct {
+	vms    int
+	role   string
+	cur    *netlinkcfg.Namespace
+	h      *netlinkcfg.Handle
+	linked bool
+}
+
+func newTopology(vms int, role string) (*topology, error) {
 	cur, err := netlinkcfg.CurrentNamespace()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer cur.Close()
 	h, err := cur.Handle()
 	if err != nil {
+		cur.Close()
+		return nil, err
+	}
+	return &topology{vms: vms, role: role, cur: cur, h: h}, nil
+}
+
+func (t *topology) close() {
+	t.h.Close()
+	t.cur.Close()
+}
+
+// links takes the first step. Two VMs have nothing to do here: their link
+// is the virtio NIC, there once its driver is loaded.
+func (t *topology) links() error {
+	t.linked = true
+	if err := t.h.SetUp("lo"); err != nil {
 		return err
 	}
-	defer h.Close()
-	if err := h.SetUp("lo"); err != nil {
+	if t.vms == 2 {
+		return nil
+	}
+	return oneVMLinks(t.h)
+}
+
+// finish takes the second step (and the first, if it was not taken).
+func (t *topology) finish() error {
+	if !t.linked {
+		if err := t.links(); err != nil {
+			return err
+		}
+	}
+	if t.vms == 2 {
+		if err := setupTwoVM(t.h, t.role); err != nil {
+			return err
+		}
+		return waitOperUp([]string{vmtest.TwoVMLink}, 10*time.Second)
+	}
+	if err := netlinkcfg.SetupRxe(t.h, vmtest.RxeDevice, vmtest.IBLink, rxeTimeout); err != nil {
 		return err
 	}
-	links := []string{vmtest.TwoVMLink}
-	if vms == 2 {
-		err = setupTwoVM(h, role)
-	} else {
-		err = setupOneVM(h)
-		links = []string{vmtest.TCPLink, vmtest.IBLink, vmtest.IBPeerLink}
-	}
-	if err != nil {
-		return err
-	}
-	return waitOperUp(links, 10*time.Second)
+	return waitOperUp([]string{vmtest.TCPLink, vmtest.IBLink, vmtest.IBPeerLink}, 10*time.Second)
 }
 
 // waitOperUp waits until the links of the initial namespace report
@@ -79,7 +116,8 @@ func addAddrs(h *netlinkcfg.Handle, link string, addrs ...netip.Addr) error {
 	return nil
 }
 
-func setupOneVM(h *netlinkcfg.Handle) error {
+// oneVMLinks makes the one-VM links; finish adds the rxe device.
+func oneVMLinks(h *netlinkcfg.Handle) error {
 	// RDS/TCP: rdstcp0 here, rdstcp1 in the named namespace rdspeer.
 	ns, err := netlinkcfg.CreateNamespace(vmtest.PeerNamespaceName)
 	if err != nil {
@@ -123,7 +161,7 @@ func setupOneVM(h *netlinkcfg.Handle) error {
 			return err
 		}
 	}
-	return netlinkcfg.SetupRxe(h, vmtest.RxeDevice, vmtest.IBLink, rxeTimeout)
+	return nil
 }
 
 func setupTwoVM(h *netlinkcfg.Handle, role string) error {
