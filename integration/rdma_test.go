@@ -493,10 +493,14 @@ func TestIntegrationBarrierMark(t *testing.T) {
 		t.Fatalf("mark %d passed %d quarantined ops (last %d)", tr.HighWater(), quarantined, last)
 	}
 
-	// Does the connection come back? Recorded, not required.
+	// Does the connection come back? Recorded, not required. On 6.1, 6.12
+	// and 7.2 under TCG it never came back within 30 s (10 s of writes
+	// here, then 20 s of waiting for late statuses, in every CI run up to
+	// November 2026), so both waits are short: the test's point is that
+	// the mark holds, and that the quarantined ops are released either way.
 	start = time.Now()
 	var attempts []barrier.Status
-	for time.Since(start) < 10*time.Second {
+	for time.Since(start) < 4*time.Second {
 		tok, err := server.c.Do(ctx, client.addr(), &rdmaops.Op{Write: true, Remote: good, Local: []rdmaops.Span{local}, Payload: []byte("after bounce"), Deadline: time.Now().Add(2 * time.Second)})
 		if err != nil {
 			t.Fatalf("write after the bounce: %v", err)
@@ -512,7 +516,7 @@ func TestIntegrationBarrierMark(t *testing.T) {
 		// The timed-out ops are still the kernel's: their late statuses
 		// (dropped once the connection is back, or canceled) release
 		// them, and only then does the barrier pass.
-		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
 		err := tr.WaitAll(wctx, last)
 		wcancel()
 		how := "late statuses"
