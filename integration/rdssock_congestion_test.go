@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,7 +281,9 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) (waits uint64, wedg
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // outlasts b's deadline
 	defer cancel()
 	sent := make(chan error, 1)
+	var senderDone atomic.Bool
 	go func() {
+		defer senderDone.Store(true)
 		payload := make([]byte, 1024)
 		for range msgs {
 			if _, err := a.WriteMsgContext(ctx, payload, nil, b.LocalAddrPort(), 0); err != nil {
@@ -290,7 +293,20 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) (waits uint64, wedg
 		}
 		sent <- nil
 	}()
-	time.Sleep(200 * time.Millisecond) // let b's port become congested
+	// Let b's port become congested: b reads nothing until the kernel
+	// has refused a send for congestion. A fixed 200 ms once was not
+	// enough in CI, with the host's CPUs shared by four VMs: the sender
+	// had not filled b's buffer by then, and b kept up with it.
+	for wait := time.Now().Add(20 * time.Second); time.Now().Before(wait) && !senderDone.Load(); {
+		now, err := a.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if counter(t, now, "cong_send_error") > counter(t, before, "cong_send_error") {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	b.SetReadDeadline(time.Now().Add(30 * time.Second))
 	buf := make([]byte, 2048)
 	for i := range msgs {
