@@ -61,12 +61,13 @@ func (j vmJob) expected() int {
 
 // vmOnly limits the VM runs of packages whose other tests need no kernel
 // (the host unit tests run them, plain and with -race) to their
-// integration tests and examples: the examples with // Output run on every
-// kernel that way, without a second run of the unit tests under TCG.
+// integration tests (and examples), without a second run of the unit
+// tests under TCG. rdscat's TestScripts are its host scripts: help and
+// usage errors, which no kernel changes. cmsg and barrier have no VM run
+// at all: their examples and tests touch no socket.
 var vmOnly = map[string]string{
-	modulePath + "/rdssock": "^(TestIntegration|Example)",
-	modulePath + "/cmsg":    "^(TestIntegration|Example)",
-	modulePath + "/barrier": "^(TestIntegration|Example)",
+	modulePath + "/rdssock":    "^(TestIntegration|Example)",
+	modulePath + "/cmd/rdscat": "^(TestIntegration|TestRdscat)",
 }
 
 // planVMJobs lists the integration runs: every package on every kernel,
