@@ -69,9 +69,9 @@ type kfd struct {
 	// holding it; a read about to sleep in ppoll takes it out then.
 	readKept atomic.Bool
 
-	// sleepsFrom is when (monoNanos) reads of the socket began sleeping
-	// in ppoll since one last parked; 0: not since then.
-	sleepsFrom atomic.Int64
+	// slept is how long reads of the socket have slept in ppoll since one
+	// last parked, in nanoseconds.
+	slept atomic.Int64
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -269,7 +269,9 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		kernelWaiters.Add(-1)
 		// Linux's ppoll leaves the time it did not sleep in ts: what the
 		// sleep took needs no clock.
-		rest -= timeout - time.Duration(ts.Nano())
+		slept := timeout - time.Duration(ts.Nano())
+		rest -= slept
+		k.slept.Add(int64(slept))
 		if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
 			var buf [8]byte
 			unix.Read(w.efd, buf[:])
@@ -286,32 +288,23 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 // parkDue reports whether a read that may sleep in ppoll should park in
 // the runtime poller instead, because reads of k have slept in ppoll,
 // holding their P, for parkEvery since one last parked (see
-// kernelWaiters). The first sleep after a park notes the time.
+// kernelWaiters). It counts the sleeps as ppoll reports them, without a
+// clock read: that cost a tenth of the instructions of a wait
+// (integration/cmd/rdsinstr). The time a reader computes between its
+// sleeps is not counted; sysmon preempts a computing goroutine anyway.
 func (k *kfd) parkDue() bool {
-	now := monoNanos()
-	from := k.sleepsFrom.Load()
-	if from == 0 {
-		k.sleepsFrom.Store(now)
+	if k.slept.Load() < int64(parkEvery) {
 		return false
 	}
-	if now-from < int64(parkEvery) {
-		return false
-	}
-	k.sleepsFrom.Store(0)
+	k.slept.Store(0)
 	return true
 }
 
 // parkEvery is how long reads of a socket sleep in ppoll before one of
 // them parks: well inside sysmon's 10 ms, which it counts from the last
-// time the goroutine was scheduled, not from its first sleep. A variable
-// for the instruction counts of integration/cmd/rdsinstr.
+// time the goroutine was scheduled. A variable for the instruction counts
+// of integration/cmd/rdsinstr.
 var parkEvery = 4 * time.Millisecond
-
-var monoBase = time.Now()
-
-// monoNanos is the monotonic clock in nanoseconds since monoBase, plus
-// one, so that it is never 0. time.Since reads only the monotonic clock.
-func monoNanos() int64 { return int64(time.Since(monoBase)) + 1 }
 
 // enter registers a read sleeping in ppoll and returns how long it may
 // sleep (negative: no limit), or the reason not to wait: the socket is

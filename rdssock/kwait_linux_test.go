@@ -226,7 +226,7 @@ func TestLongSleepingReadsPark(t *testing.T) {
 	}
 
 	// As if reads had slept in ppoll for twice parkEvery.
-	b.k.sleepsFrom.Store(monoNanos() - int64(2*parkEvery))
+	b.k.slept.Store(int64(2 * parkEvery))
 	got := read()
 	deadline := time.Now().Add(5 * time.Second)
 	for holders() == 0 && time.Now().Before(deadline) {
@@ -236,9 +236,9 @@ func TestLongSleepingReadsPark(t *testing.T) {
 		t.Fatalf("the read held the socket in the read instance %d times, want 1 (parked)", h)
 	}
 	// A read that slept in ppoll first (its kernelSlice) and parked
-	// after it would have left sleepsFrom as it was.
-	if from := b.k.sleepsFrom.Load(); from != 0 {
-		t.Errorf("the parked read left sleepsFrom %d, want 0: it did not park for parkEvery", from)
+	// after it would have added to slept instead of clearing it.
+	if slept := b.k.slept.Load(); slept != 0 {
+		t.Errorf("the parked read left slept %v, want 0: it did not park for parkEvery", time.Duration(slept))
 	}
 	send(got)
 	// With Ps to spare the parked read took the socket out when it
@@ -257,29 +257,27 @@ func TestLongSleepingReadsPark(t *testing.T) {
 	if n := kernelWaiters.Load(); n != 1 {
 		t.Errorf("after the park, %d reads sleep in ppoll, want 1", n)
 	}
-	if b.k.sleepsFrom.Load() == 0 {
-		t.Error("the read sleeping in ppoll did not note when the sleeps began")
-	}
 	send(got)
+	if b.k.slept.Load() == 0 {
+		t.Error("the read that slept in ppoll did not count its sleep")
+	}
 }
 
 func TestParkDue(t *testing.T) {
 	var k kfd
 	if k.parkDue() {
-		t.Fatal("parkDue with no sleep noted: true")
+		t.Fatal("parkDue with no sleep counted: true")
 	}
-	if k.sleepsFrom.Load() == 0 {
-		t.Fatal("parkDue did not note the first sleep")
-	}
+	k.slept.Store(int64(parkEvery - 1))
 	if k.parkDue() {
-		t.Fatal("parkDue right after the first sleep: true")
+		t.Fatal("parkDue just short of parkEvery of sleeps: true")
 	}
-	k.sleepsFrom.Store(monoNanos() - int64(parkEvery))
+	k.slept.Add(1)
 	if !k.parkDue() {
 		t.Fatal("parkDue after parkEvery of sleeps: false")
 	}
-	if from := k.sleepsFrom.Load(); from != 0 {
-		t.Fatalf("parkDue that parks left sleepsFrom %d, want 0", from)
+	if slept := k.slept.Load(); slept != 0 {
+		t.Fatalf("parkDue that parks left slept %v, want 0", time.Duration(slept))
 	}
 }
 
