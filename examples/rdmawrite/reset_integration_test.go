@@ -160,7 +160,7 @@ func TestIntegrationExampleReset(t *testing.T) {
 	t.Run("c-reference", resetStallC)
 	for _, op := range []string{"read", "write"} {
 		t.Run(op, func(t *testing.T) {
-			const ops = 20000
+			const ops = 10000 // the fault comes after 2000
 			p, a := ports()
 			base := txSeq(t)
 			common := []string{"-op", op, "-depth", "16", "-size", "4096", "-ops", strconv.Itoa(ops), "-timeout", "2m"}
