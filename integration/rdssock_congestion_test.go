@@ -266,50 +266,71 @@ func TestIntegrationRdssockWaitCongestedDeadline(t *testing.T) {
 	t.Logf("%d messages accepted before the receiver's port stayed congested", sent)
 }
 
-// congestOnce sends msgs 1 KiB messages from a, which waits out
-// congestion, to b, which reads them slowly, and returns how often the
-// kernel refused a send for congestion meanwhile (cong_send_error).
+// congestOnce sends 1 KiB messages from a, which waits out congestion, to
+// b, which reads them slowly, and returns how often the kernel refused a
+// send for congestion meanwhile (cong_send_error). It sends at least msgs,
+// and on until the kernel has refused one (at most congestMax).
 //
 // wedged reports the known kernel defect (see senderStuck): then the
 // caller must end the test.
 func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) (waits uint64, wedged bool) {
 	t.Helper()
-	before, err := a.Counters()
+	congSendErrors := func() (uint64, error) {
+		cs, err := a.Counters()
+		for _, c := range cs {
+			if c.Name == "cong_send_error" {
+				return c.Value, err
+			}
+		}
+		return 0, fmt.Errorf("no cong_send_error counter (%v)", err)
+	}
+	before, err := congSendErrors()
 	if err != nil {
 		t.Fatal(err)
 	}
+	refused := func() bool { n, err := congSendErrors(); return err == nil && n > before }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // outlasts b's deadline
 	defer cancel()
-	sent := make(chan error, 1)
+	// The sender may queue a whole flow in its send buffer before the
+	// first message reaches b: the kernel refuses a send only once b's
+	// queue is over its limit. So it goes on until it has been refused.
+	// (With a fixed 60 messages, TestIntegrationRdssockWaitCongestedNotices
+	// failed in 3 of 8 runs in two local CI runs: all 60 went out before
+	// b's port was congested.)
+	var sentN atomic.Int64
 	var senderDone atomic.Bool
+	sent := make(chan error, 1)
 	go func() {
 		defer senderDone.Store(true)
 		payload := make([]byte, 1024)
-		for range msgs {
+		for n := 0; n < congestMax; n++ {
+			if n >= msgs && n%10 == 0 && refused() {
+				break
+			}
 			if _, err := a.WriteMsgContext(ctx, payload, nil, b.LocalAddrPort(), 0); err != nil {
 				sent <- err
 				return
 			}
+			sentN.Add(1)
 		}
 		sent <- nil
 	}()
-	// Let b's port become congested: b reads nothing until the kernel
-	// has refused a send for congestion. A fixed 200 ms once was not
-	// enough in CI, with the host's CPUs shared by four VMs: the sender
-	// had not filled b's buffer by then, and b kept up with it.
-	for wait := time.Now().Add(20 * time.Second); time.Now().Before(wait) && !senderDone.Load(); {
-		now, err := a.Counters()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if counter(t, now, "cong_send_error") > counter(t, before, "cong_send_error") {
-			break
-		}
+	// b reads nothing until the kernel has refused a send for congestion
+	// (or the sender gave up).
+	for wait := time.Now().Add(20 * time.Second); time.Now().Before(wait) && !senderDone.Load() && !refused(); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	b.SetReadDeadline(time.Now().Add(30 * time.Second))
 	buf := make([]byte, 2048)
-	for i := range msgs {
+	for i := 0; ; i++ {
+		// Read message i only once it was sent: a sender that stops
+		// after message i-1 leaves nothing to read.
+		for int64(i) >= sentN.Load() && !senderDone.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		if int64(i) >= sentN.Load() {
+			break
+		}
 		n, _, _, _, err := b.ReadMsg(buf, nil)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			senderStuck(t, fmt.Sprintf("congesting message %d: %v", i, err), a, b)
@@ -325,16 +346,19 @@ func congestOnce(t *testing.T, a, b *rdssock.Conn, msgs int) (waits uint64, wedg
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
-	after, err := a.Counters()
+	after, err := congSendErrors()
 	if err != nil {
 		t.Fatal(err)
 	}
-	waits = counter(t, after, "cong_send_error") - counter(t, before, "cong_send_error")
-	if waits == 0 {
-		t.Fatal("the sender never met congestion (cong_send_error did not rise); the test proves nothing")
+	if waits = after - before; waits == 0 {
+		t.Fatalf("the sender never met congestion in %d messages (cong_send_error did not rise); the test proves nothing", sentN.Load())
 	}
+	t.Logf("%d messages sent, %d sends refused for congestion", sentN.Load(), waits)
 	return waits, false
 }
+
+// congestMax bounds the messages of congestOnce.
+const congestMax = 2000
 
 // TestIntegrationRdssockWaitCongestedNotices: the kernel wakes a sender
 // waiting with Config.WaitCongested through a congestion notice queued on
