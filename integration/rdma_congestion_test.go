@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"io"
 	"net/netip"
 	"testing"
 	"time"
@@ -152,28 +151,15 @@ func TestIntegrationRDMACongestion(t *testing.T) {
 		t.Fatalf("Register once the port drained: %v", r.err)
 	}
 	defer r.mr.Free()
-	n, oobn, _, _, err := dst.ReadMsg(buf, oob)
-	if err != nil || string(buf[:n]) != "patient" {
-		t.Fatalf("after the queued messages: %q, %v; want the registration's message", buf[:n], err)
+	// rdmaops reads the registration's message and its announced cookie.
+	rc := rdmaops.New(dst, nil, nil)
+	t.Cleanup(func() { rc.Close() })
+	m, err := rc.ReadMsg(ctx, buf, oob)
+	if err != nil || string(buf[:m.N]) != "patient" {
+		t.Fatalf("after the queued messages: %q, %v; want the registration's message", buf[:m.N], err)
 	}
-	var got cmsg.Cookie
-	p := cmsg.NewParser(oob[:oobn])
-	for {
-		m, err := p.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Is(cmsg.LevelRDS, cmsg.TypeRDMADest) {
-			if got, err = m.RDMADest(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if got == 0 || got != r.mr.Cookie() {
-		t.Fatalf("the registration's message carried cookie %v; the MR has %v", got, r.mr.Cookie())
+	if !m.HasDest || m.Dest != r.mr.Cookie() {
+		t.Fatalf("the registration's message carried cookie %v (announced: %v); the MR has %v", m.Dest, m.HasDest, r.mr.Cookie())
 	}
 	t.Logf("%d messages congested the port; Register waited it out", queued)
 }
