@@ -177,12 +177,12 @@ func (r *testRun) record(e event, outcome string) {
 	}
 }
 
-// booting reports whether line, the last a package printed before go's FAIL
-// line, is rdsvm's saying that it is booting the VM(s). Whenever rdsvm ends on its own it says why after that: how
-// each VM ended, or the error that stopped it. So a run whose rdsvm fell
-// silent there was killed from outside (once in CI, 4.7 s after the
-// booting line, on a host that had ample memory), and nothing of its
-// tests ran.
+// booting reports whether line, the last a package printed before go's
+// FAIL line, is rdsvm's saying that it is booting the VM(s). Whenever
+// rdsvm ends on its own it says why after that: how each VM ended, or the
+// error that stopped it. So a run whose rdsvm fell silent there was killed
+// from outside (once in CI, 4.7 s after the booting line, on a host that
+// had ample memory), and nothing of its tests ran.
 func booting(line string) bool {
 	return strings.HasPrefix(line, "rdsvm: booting kernel ") ||
 		(strings.HasPrefix(line, "rdsvm: kernel ") && strings.Contains(line, "; booting again, attempt "))

@@ -103,7 +103,7 @@ func bzPayload(bz []byte) ([]byte, error) {
 // and zstd, the build appends the uncompressed size as 4 little-endian
 // bytes (scripts/Makefile.lib, size_append); it is checked here.
 func decompress(p []byte) ([]byte, error) {
-	var tool string
+	var tool, pkg string // the command, and the Debian package holding it
 	switch {
 	case bytes.HasPrefix(p, []byte{0x1f, 0x8b}):
 		r, err := gzip.NewReader(bytes.NewReader(p))
@@ -113,9 +113,9 @@ func decompress(p []byte) ([]byte, error) {
 		r.Multistream(false)
 		return io.ReadAll(r)
 	case bytes.HasPrefix(p, []byte("\xfd7zXZ\x00")):
-		tool = "xz"
+		tool, pkg = "xz", "xz-utils"
 	case bytes.HasPrefix(p, []byte{0x28, 0xb5, 0x2f, 0xfd}):
-		tool = "zstd"
+		tool, pkg = "zstd", "zstd"
 	default:
 		return nil, fmt.Errorf("payload compression with magic % x is not handled", p[:min(len(p), 6)])
 	}
@@ -128,7 +128,7 @@ func decompress(p []byte) ([]byte, error) {
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s -dc: %v: %s (install the %s package to boot faster)", tool, err, bytes.TrimSpace(stderr.Bytes()), map[string]string{"xz": "xz-utils", "zstd": "zstd"}[tool])
+		return nil, fmt.Errorf("%s -dc: %v: %s (install the %s package to boot faster)", tool, err, bytes.TrimSpace(stderr.Bytes()), pkg)
 	}
 	if uint32(out.Len()) != size {
 		return nil, fmt.Errorf("%s gave %d bytes; the image says %d", tool, out.Len(), size)
