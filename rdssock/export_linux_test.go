@@ -5,6 +5,7 @@ package rdssock
 import (
 	"net/netip"
 	"runtime"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,4 +40,14 @@ func setGOMAXPROCS(n int) (restore func()) {
 		runtime.GOMAXPROCS(old)
 		procsSeen.Store(int32(old))
 	}
+}
+
+// setSleepLimits sets how long a read sleeps in ppoll before it parks
+// (kernelSlice) and how long reads sleep before one parks (parkEvery); the
+// caller runs the returned function to restore them, with no read
+// waiting.
+func setSleepLimits(d time.Duration) (restore func()) {
+	slice, every := kernelSlice, parkEvery
+	kernelSlice, parkEvery = d, d
+	return func() { kernelSlice, parkEvery = slice, every }
 }

@@ -44,8 +44,8 @@ import (
 // a P no longer than a computing goroutine may. In the emulated test VM,
 // where RDS/TCP round trips take 0.2-0.6 ms but a vCPU can stall for
 // milliseconds, 2 ms parked often enough to cost 14% of a request/response
-// rate; 10 ms matched a reader that never parks.
-const kernelSlice = 10 * time.Millisecond
+// rate; 10 ms matched a reader that never parks. A variable for the tests.
+var kernelSlice = 10 * time.Millisecond
 
 // kfd is a socket descriptor outside the runtime poller. It implements
 // syscall.RawConn.
@@ -72,6 +72,15 @@ type kfd struct {
 	// slept is how long reads of the socket have slept in ppoll since one
 	// last parked, in nanoseconds.
 	slept atomic.Int64
+
+	// The solo waiter: the eventfd of the read that holds soloBusy, which
+	// sleeps in ppoll without taking mu or joining waiting (see
+	// kfd.soloWait). soloEfd is -1 until the first such read; it is set
+	// under mu. rdlSet tells the solo read that a read deadline is set,
+	// which it leaves to the shared way of waiting.
+	soloBusy atomic.Bool
+	soloEfd  int
+	rdlSet   atomic.Bool
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -173,7 +182,7 @@ var (
 const kfdClosing int64 = 1 << 62
 
 func newKfd(fd int) *kfd {
-	return &kfd{fd: fd, drained: make(chan struct{}, 1)}
+	return &kfd{fd: fd, drained: make(chan struct{}, 1), soloEfd: -1}
 }
 
 // acquire takes a reference for a call, unless Close was called.
@@ -233,6 +242,17 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		}
 		return k.parkedWait(f, true)
 	}
+	if k.soloBusy.CompareAndSwap(false, true) {
+		done, park, err := k.soloWait(f, tryFirst)
+		k.soloBusy.Store(false)
+		switch {
+		case park:
+			return k.parkedWait(f, false)
+		case done:
+			return err
+		}
+		tryFirst = true
+	}
 	rest := kernelSlice // of the sleeping time this call may spend in ppoll
 	for try := tryFirst; ; try = true {
 		if !k.acquire() {
@@ -255,27 +275,9 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			return err
 		}
 		timeout, lastP := sleepFor(n, p, rest, timeout)
-		pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(w.efd), Events: unix.POLLIN}}
-		ts := unix.NsecToTimespec(int64(timeout))
-		// The goroutine keeps its P while it sleeps (see kernelWaiters).
-		var ready uintptr
-		var e unix.Errno
-		if rawNoError { // no signal mask: the fourth argument is 0
-			ready, _ = unix.RawSyscallNoError(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)))
-			ready, e = rawResult(ready)
-		} else {
-			ready, _, e = syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
-		}
+		ready, e, slept := k.sleep(w.efd, timeout)
 		kernelWaiters.Add(-1)
-		// Linux's ppoll leaves the time it did not sleep in ts: what the
-		// sleep took needs no clock.
-		slept := timeout - time.Duration(ts.Nano())
 		rest -= slept
-		k.slept.Add(int64(slept))
-		if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
-			var buf [8]byte
-			unix.Read(w.efd, buf[:])
-		}
 		k.leave(w)
 		if lastP && e == 0 && ready == 0 {
 			// Nothing came in the short sleep on the last free P:
@@ -283,6 +285,89 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			return k.parkedWait(f, false)
 		}
 	}
+}
+
+// soloWait is wait for a read that holds the solo waiter (kfd.soloBusy):
+// the common case of one goroutine reading the socket, which sleeps in
+// ppoll with neither mu nor the waiting list, so that a wait costs fewer
+// calls and atomic operations (integration/cmd/rdsinstr counts them). It
+// reports whether the read is done, with its error, or must park in the
+// runtime poller; neither means that it goes on in the shared way, which
+// handles deadlines, a closing socket and a socket kept in the read
+// instance. Close and SetReadDeadline wake the solo read through its
+// eventfd (wakeLocked): they set the closing bit or rdlSet before they
+// look at soloBusy, and the read sets soloBusy before it looks at them,
+// so either the read sees the change or its eventfd is written.
+func (k *kfd) soloWait(f func(fd uintptr) bool, try bool) (done, park bool, err error) {
+	if !k.acquire() {
+		return true, false, errKfdClosed
+	}
+	if k.soloEfd < 0 {
+		if err := k.newSoloEfd(); err != nil {
+			k.release()
+			return true, false, err
+		}
+	}
+	rest := kernelSlice
+	for ; ; try = true {
+		if try && f(uintptr(k.fd)) {
+			k.release()
+			return true, false, nil
+		}
+		if k.rdlSet.Load() || k.readKept.Load() || k.refs.Load()&kfdClosing != 0 {
+			k.release()
+			return false, false, nil
+		}
+		n, p := kernelWaiters.Add(1), procs()
+		if !sleepInKernel(n, p, rest) || k.parkDue() {
+			kernelWaiters.Add(-1)
+			k.release()
+			return false, true, nil
+		}
+		timeout, lastP := sleepFor(n, p, rest, -1)
+		ready, e, slept := k.sleep(k.soloEfd, timeout)
+		kernelWaiters.Add(-1)
+		rest -= slept
+		if lastP && e == 0 && ready == 0 {
+			k.release()
+			return false, true, nil // as in wait
+		}
+	}
+}
+
+// newSoloEfd creates the solo waiter's eventfd.
+func (k *kfd) newSoloEfd() error {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return os.NewSyscallError("eventfd", err)
+	}
+	k.mu.Lock()
+	k.soloEfd = efd
+	k.mu.Unlock()
+	return nil
+}
+
+// sleep sleeps in ppoll until the socket is readable, efd is written, or
+// timeout passes, keeping the P (see kernelWaiters), and counts the sleep
+// in k.slept. It clears efd if it was written.
+func (k *kfd) sleep(efd int, timeout time.Duration) (ready uintptr, e unix.Errno, slept time.Duration) {
+	pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(int64(timeout))
+	if rawNoError { // no signal mask: the fourth argument is 0
+		ready, _ = unix.RawSyscallNoError(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)))
+		ready, e = rawResult(ready)
+	} else {
+		ready, _, e = syscall.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd[0])), 2, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	}
+	// Linux's ppoll leaves the time it did not sleep in ts: what the
+	// sleep took needs no clock.
+	slept = timeout - time.Duration(ts.Nano())
+	k.slept.Add(int64(slept))
+	if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
+		var buf [8]byte
+		unix.Read(efd, buf[:])
+	}
+	return ready, e, slept
 }
 
 // parkDue reports whether a read that may sleep in ppoll should park in
@@ -374,6 +459,9 @@ func (k *kfd) wakeLocked() {
 	for _, w := range k.waiting {
 		unix.Write(w.efd, one[:])
 	}
+	if k.soloBusy.Load() && k.soloEfd >= 0 {
+		unix.Write(k.soloEfd, one[:])
+	}
 }
 
 // setReadDeadline and setWriteDeadline are the deadlineMux set functions.
@@ -391,6 +479,7 @@ func (k *kfd) setDeadline(t time.Time, write bool) error {
 		k.wdl, e = t, k.ew
 	} else {
 		k.rdl = t
+		k.rdlSet.Store(!t.IsZero())
 	}
 	k.wakeLocked()
 	if e != nil {
@@ -426,6 +515,10 @@ func (k *kfd) close() error {
 		}
 	}
 	k.idle = nil
+	if k.soloEfd >= 0 {
+		unix.Close(k.soloEfd)
+		k.soloEfd = -1
+	}
 	return unix.Close(k.fd)
 }
 

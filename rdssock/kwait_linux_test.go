@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -140,6 +141,135 @@ func TestWaitingReadsLeaveAPFree(t *testing.T) {
 				wg.Wait()
 			})
 		}
+	}
+}
+
+// TestOneReaderSleepsSolo: the first read to wait on a socket sleeps as
+// its solo waiter, outside the waiting list; a second one at the same time
+// joins the list. Each is woken by a message; a canceled context, a
+// deadline and Close wake the solo read as well, through its eventfd.
+func TestOneReaderSleepsSolo(t *testing.T) {
+	defer setGOMAXPROCS(4)()
+	// Sleeps that never end by themselves: only the wake-ups end them.
+	defer setSleepLimits(time.Hour)()
+	a, b := pair(t)
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("5s without %s", what)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	waiting := func() int {
+		b.k.mu.Lock()
+		defer b.k.mu.Unlock()
+		return len(b.k.waiting)
+	}
+	result := func(got chan error, want error) {
+		t.Helper()
+		select {
+		case err := <-got:
+			if !errors.Is(err, want) {
+				t.Fatalf("ReadMsg: %v, want %v", err, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read still waiting after 5s")
+		}
+	}
+
+	first := readInBackground(b)
+	waitFor("a read sleeping in ppoll", func() bool { return kernelWaiters.Load() == 1 })
+	if !b.k.soloBusy.Load() || waiting() != 0 {
+		t.Fatalf("one read sleeping: solo %v, %d in the waiting list; want the solo waiter", b.k.soloBusy.Load(), waiting())
+	}
+	second := readInBackground(b)
+	waitFor("a second read in the waiting list", func() bool { return waiting() == 1 })
+	for range 2 {
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	result(first, nil)
+	result(second, nil)
+	if b.k.soloBusy.Load() || waiting() != 0 {
+		t.Fatalf("no read waiting: solo %v, %d in the waiting list", b.k.soloBusy.Load(), waiting())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil, 0)
+		got <- err
+	}()
+	waitFor("the solo read with a context", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+	cancel()
+	result(got, context.Canceled)
+
+	got = readInBackground(b)
+	waitFor("the solo read", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+	if err := b.SetReadDeadline(aLongTimeAgo); err != nil {
+		t.Fatal(err)
+	}
+	result(got, os.ErrDeadlineExceeded)
+
+	if err := b.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	got = readInBackground(b)
+	waitFor("the solo read", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	result(got, net.ErrClosed)
+}
+
+// TestSoloWakeUps: SetReadDeadline and Close write the solo waiter's
+// eventfd while a read holds it, and leave it alone otherwise. (A solo
+// read that missed a wake-up would still return once sysmon preempts its
+// sleep, so TestOneReaderSleepsSolo alone cannot tell.)
+func TestSoloWakeUps(t *testing.T) {
+	_, b := pair(t)
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := unix.Dup(efd) // outlives Close, which closes efd
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(seen)
+	written := func() bool {
+		var buf [8]byte
+		n, err := unix.Read(seen, buf[:])
+		return err == nil && n == 8
+	}
+	b.k.mu.Lock()
+	b.k.soloEfd = efd
+	b.k.mu.Unlock()
+
+	if err := b.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if written() {
+		t.Error("SetReadDeadline with no solo read wrote the solo eventfd")
+	}
+	b.k.soloBusy.Store(true)
+	if err := b.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if !written() {
+		t.Error("SetReadDeadline did not wake the solo read")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !written() {
+		t.Error("Close did not wake the solo read")
+	}
+	if b.k.soloEfd != -1 {
+		t.Errorf("after Close the solo eventfd is %d, want -1 (closed)", b.k.soloEfd)
 	}
 }
 
