@@ -9,7 +9,9 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // The runtime poller offers one deadline per direction and socket, and it
@@ -54,6 +56,17 @@ type deadlineMux struct {
 	watched   <-chan struct{} // the Done channel watched by stopWatch's registration
 	stopWatch func() bool
 	watchers  int // waiters relying on that registration
+
+	// Waits with the watched context may also rely on the standing
+	// registration without the lock (waitLockless): watchedID is the
+	// address of the watched channel while they may, which is while the
+	// watched context has no deadline and has not ended, else 0; lockless
+	// counts them. The watch is replaced only while none relies on it.
+	// locklessEnd is set when the watched context ended while some did: its
+	// deadline in the past stays applied until the last of them leaves.
+	watchedID   atomic.Uintptr
+	lockless    atomic.Int32
+	locklessEnd bool
 }
 
 // ctxWaiter is one call waiting with a context that can end.
@@ -90,6 +103,9 @@ func (m *deadlineMux) userDeadline() time.Time {
 }
 
 func (m *deadlineMux) applyLocked() error {
+	if m.locklessEnd {
+		return m.setLocked(aLongTimeAgo)
+	}
 	d := m.user
 	for _, w := range m.waiters {
 		switch {
@@ -144,14 +160,14 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context, done <-chan struct{
 	switch {
 	case w.doneCh == m.watched:
 		w.standing = true
-	case m.watchers == 0:
-		if m.stopWatch != nil {
-			m.stopWatch()
-		}
+	case m.watchers == 0 && m.unwatch():
 		done := w.doneCh
 		m.watched = done
 		m.stopWatch = context.AfterFunc(ctx, func() { m.ended(done) })
 		w.standing = true
+		if w.deadline.IsZero() {
+			m.watchedID.Store(chanID(done))
+		}
 	default:
 		// The waiter is pooled with its op: the registration may fire
 		// after this call ended and the waiter serves another one, so it
@@ -170,19 +186,78 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context, done <-chan struct{
 	return err
 }
 
-// ended runs when the watched context ends: its waiters are done.
+// unwatch drops the standing registration so that another context can be
+// watched, unless lockless waits rely on it: it reports whether it did.
+// m.mu is held.
+func (m *deadlineMux) unwatch() bool {
+	// A lockless wait counts itself before it compares watchedID: with
+	// watchedID cleared first, either the wait sees that, or this sees
+	// the wait.
+	id := m.watchedID.Swap(0)
+	if m.lockless.Load() != 0 {
+		m.watchedID.Store(id)
+		return false
+	}
+	if m.stopWatch != nil {
+		m.stopWatch()
+	}
+	m.watched, m.stopWatch = nil, nil
+	return true
+}
+
+// chanID identifies a channel by its address, for deadlineMux.watchedID.
+// The mux keeps the watched channel, so the address is not reused while
+// it is compared.
+func chanID(ch <-chan struct{}) uintptr { return *(*uintptr)(unsafe.Pointer(&ch)) }
+
+// ended runs when the watched context ends: its waiters are done, and the
+// lockless ones are woken by a deadline in the past.
 func (m *deadlineMux) ended(done <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.watched != done {
 		return // replaced meanwhile
 	}
+	m.watchedID.Store(0)
 	for _, w := range m.waiters {
 		if w.standing {
 			w.done = true
 		}
 	}
+	// A lockless wait counted itself before it checked its context, and
+	// the context ended before this runs: if the wait saw the context
+	// live, this sees the wait.
+	if m.lockless.Load() != 0 {
+		m.locklessEnd = true
+	}
 	_ = m.applyLocked()
+}
+
+// enterLockless counts a wait with the context whose Done channel is done
+// as relying on the standing registration without the lock, if it may: the
+// context is watched, has no deadline and, as the caller checks after this
+// returns true, has not ended. leaveLockless undoes it.
+func (m *deadlineMux) enterLockless(done <-chan struct{}) bool {
+	m.lockless.Add(1)
+	if m.watchedID.Load() == chanID(done) {
+		return true
+	}
+	m.lockless.Add(-1)
+	return false
+}
+
+// leaveLockless ends a lockless wait with ctx. The last one to leave after
+// the context ended applies the right deadline again.
+func (m *deadlineMux) leaveLockless(ctx context.Context) {
+	if m.lockless.Add(-1) != 0 || ctx.Err() == nil {
+		return
+	}
+	m.mu.Lock()
+	if m.locklessEnd && m.lockless.Load() == 0 {
+		m.locklessEnd = false
+		_ = m.applyLocked()
+	}
+	m.mu.Unlock()
 }
 
 func (m *deadlineMux) end(w *ctxWaiter, gen uint64) {
@@ -224,6 +299,7 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 func (m *deadlineMux) release() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.watchedID.Store(0)
 	if m.stopWatch != nil {
 		m.stopWatch()
 	}
@@ -292,6 +368,11 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 	if write {
 		mux = &c.writeDeadline
 	}
+	if mux.enterLockless(done) {
+		err := c.waitLockless(ctx, mux, write, ow)
+		mux.leaveLockless(ctx)
+		return err
+	}
 	w := &ow.w
 	if err := mux.add(w, ctx, done); err != nil {
 		mux.remove(w)
@@ -317,4 +398,32 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 		return ctx.Err()
 	}
 	return err
+}
+
+// waitLockless is waitContext for a context that the mux watches already
+// and that has no deadline, counted by enterLockless: the call neither
+// registers nor takes the mux's lock. When the context ends, the mux
+// applies a deadline in the past, which wakes the wait.
+func (c *Conn) waitLockless(ctx context.Context, mux *deadlineMux, write bool, ow *opWait) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for {
+		err := c.k.wait(ow.f, write, false)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if mux.userPassed() {
+			return err
+		}
+		// Woken by a stale deadline (applied again now), or by another
+		// goroutine's context: wait again once it has had the chance to
+		// withdraw its deadline.
+		if !mux.refresh() {
+			runtime.Gosched()
+		}
+	}
 }
