@@ -295,3 +295,101 @@ func TestCtxErr(t *testing.T) {
 		t.Errorf("ctxErr after cancel = %v, want %v", got, context.Canceled)
 	}
 }
+
+// TestLocklessContextWait: a wait with the context the mux watches already
+// (from an earlier wait) and no deadline takes no registration; canceling
+// the context wakes it, and afterwards the socket's deadline is the
+// application's again. A wait with another context meanwhile registers
+// (the watch stays while the lockless wait relies on it) and is not
+// disturbed by the first context's end.
+func TestLocklessContextWait(t *testing.T) {
+	a, b := pair(t)
+	mux := &b.readDeadline
+	state := func() (lockless int32, waiters int) {
+		mux.mu.Lock()
+		defer mux.mu.Unlock()
+		return mux.lockless.Load(), len(mux.waiters)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); {
+			if time.Now().After(deadline) {
+				t.Fatalf("5s without %s", what)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	type result struct {
+		msg string
+		err error
+	}
+	read := func(ctx context.Context) chan result {
+		got := make(chan result, 1)
+		go func() {
+			buf := make([]byte, 16)
+			n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
+			got <- result{string(buf[:n]), err}
+		}()
+		return got
+	}
+	expect := func(got chan result, msg string, want error) {
+		t.Helper()
+		select {
+		case r := <-got:
+			if r.msg != msg || !errors.Is(r.err, want) {
+				t.Fatalf("ReadMsgContext: %q, %v; want %q, %v", r.msg, r.err, msg, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read still waiting after 5s")
+		}
+	}
+	send := func(msg string) {
+		t.Helper()
+		if _, err := a.WriteMsg([]byte(msg), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The first wait with ctx registers and makes the mux watch ctx.
+	got := read(ctx)
+	waitFor("a registered wait", func() bool { _, w := state(); return w == 1 })
+	send("one")
+	expect(got, "one", nil)
+	// The next one relies on the watch.
+	got = read(ctx)
+	waitFor("a lockless wait", func() bool { l, _ := state(); return l == 1 })
+	if _, w := state(); w != 0 {
+		t.Fatalf("a lockless wait and %d registered ones, want none", w)
+	}
+	// A wait with another context registers on its own.
+	other, cancelOther := context.WithCancel(context.Background())
+	defer cancelOther()
+	gotOther := read(other)
+	waitFor("a second, registered wait", func() bool { _, w := state(); return w == 1 })
+	cancel()
+	expect(got, "", context.Canceled)
+	waitFor("the lockless wait to leave", func() bool { l, _ := state(); return l == 0 })
+	mux.mu.Lock()
+	ended, applied := mux.locklessEnd, mux.applied
+	mux.mu.Unlock()
+	if ended || !applied.IsZero() {
+		t.Errorf("after the lockless wait left: locklessEnd %v, deadline %v; want false and none", ended, applied)
+	}
+	send("two")
+	expect(gotOther, "two", nil)
+
+	// A context with a deadline is never waited for without the lock.
+	timed, cancelTimed := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelTimed()
+	for _, msg := range []string{"three", "four"} {
+		got = read(timed)
+		waitFor("a registered wait", func() bool { _, w := state(); return w == 1 })
+		send(msg)
+		expect(got, msg, nil)
+	}
+	if l, _ := state(); l != 0 {
+		t.Errorf("%d lockless waits after the reads returned", l)
+	}
+}
