@@ -43,11 +43,11 @@ func setGOMAXPROCS(n int) (restore func()) {
 }
 
 // setSleepLimits sets how long a read sleeps in ppoll before it parks
-// (kernelSlice) and how long reads sleep before one parks (parkEvery); the
-// caller runs the returned function to restore them, with no read
-// waiting.
+// (kernelSlice) and how long reads sleep before one parks (parkSleep and
+// parkWall); the caller runs the returned function to restore them, with
+// no read waiting.
 func setSleepLimits(d time.Duration) (restore func()) {
-	slice, every := kernelSlice, parkEvery
-	kernelSlice, parkEvery = d, d
-	return func() { kernelSlice, parkEvery = slice, every }
+	slice, sleep, wall := kernelSlice, parkSleep, parkWall
+	kernelSlice, parkSleep, parkWall = d, d, d
+	return func() { kernelSlice, parkSleep, parkWall = slice, sleep, wall }
 }

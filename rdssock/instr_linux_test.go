@@ -22,12 +22,12 @@ var instrModes = []string{"nil", "background", "cancel", "timeout", "floor"}
 // end of a SOCK_SEQPACKET pair whose other end a paced sender holds) in
 // the way RDSINSTR_MODE names (see readWaiting); a non-empty
 // RDSINSTR_NOPARK keeps every wait in ppoll (no park in the runtime
-// poller every parkEvery). Run plainly, it checks every mode the same way
+// poller every parkWall). Run plainly, it checks every mode the same way
 // over a pair of its own, fed by a paced goroutine.
 func TestInstrReadWait(t *testing.T) {
 	if n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N")); n > 0 {
 		if os.Getenv("RDSINSTR_NOPARK") != "" {
-			parkEvery = time.Hour
+			parkSleep = time.Hour
 		}
 		readWaiting(t, 3, os.Getenv("RDSINSTR_MODE"), n)
 		return

@@ -70,8 +70,10 @@ type kfd struct {
 	readKept atomic.Bool
 
 	// slept is how long reads of the socket have slept in ppoll since one
-	// last parked, in nanoseconds.
-	slept atomic.Int64
+	// last parked, in nanoseconds; parkAt is how long parkDue lets them
+	// sleep before it reads the clock again (0: parkSleep), and parked
+	// when one last parked (since monoBase; 0: never). See parkDue.
+	slept, parkAt, parked atomic.Int64
 
 	// The solo waiter: the eventfd of the read that holds soloBusy, which
 	// sleeps in ppoll without taking mu or joining waiting (see
@@ -125,13 +127,12 @@ var errKfdClosed = net.ErrClosed
 // A goroutine that sleeps in ppoll wait after wait never passes through
 // the scheduler, so sysmon takes it for one that has computed for 10 ms
 // and preempts it, and a goroutine made runnable on its P meanwhile waits
-// for that. So reads of a socket park in the runtime poller instead once
-// they have slept in ppoll for parkEvery since they last parked
-// (kfd.parkDue): one wake-up through the poller every few milliseconds.
-// In the test VM that took the rdscat ends of request/response over
-// RDS/IB (rr ib 1x4) from 1.31-1.40 times C's CPU time per request to
-// 1.03-1.12 (6 trials each way); the other tools rows moved within their
-// noise.
+// for that. So reads of a socket park in the runtime poller instead about
+// every 8 ms (kfd.parkDue): one wake-up through the poller every few
+// milliseconds. In the test VM parking every 4 ms of sleep took the rdscat
+// ends of request/response over RDS/IB (rr ib 1x4) from 1.31-1.40 times
+// C's CPU time per request to 1.03-1.12 (6 trials each way); the other
+// tools rows moved within their noise.
 var kernelWaiters atomic.Int32
 
 // lastPSlice is how long the read holding the last free P sleeps in ppoll
@@ -242,7 +243,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		}
 		return k.parkedWait(f, true)
 	}
-	if k.soloBusy.CompareAndSwap(false, true) {
+	if !k.rdlSet.Load() && k.soloBusy.CompareAndSwap(false, true) {
 		done, park, err := k.soloWait(f, tryFirst)
 		k.soloBusy.Store(false)
 		switch {
@@ -371,25 +372,47 @@ func (k *kfd) sleep(efd int, timeout time.Duration) (ready uintptr, e unix.Errno
 }
 
 // parkDue reports whether a read that may sleep in ppoll should park in
-// the runtime poller instead, because reads of k have slept in ppoll,
-// holding their P, for parkEvery since one last parked (see
-// kernelWaiters). It counts the sleeps as ppoll reports them, without a
-// clock read: that cost a tenth of the instructions of a wait
-// (integration/cmd/rdsinstr). The time a reader computes between its
-// sleeps is not counted; sysmon preempts a computing goroutine anyway.
+// the runtime poller instead (see kernelWaiters), so that reads of k pass
+// through the scheduler about every parkWall. It counts their sleeps as
+// ppoll reports them, which needs no clock: only once they have slept for
+// parkSleep since one last parked does it read the clock, and if parkWall
+// has not passed since that park (the reads mostly slept), it lets them
+// sleep for what is left of parkWall before it looks again. A reader that
+// mostly sleeps thus parks every parkWall and reads the clock twice per
+// park; one that computes between its sleeps parks after parkSleep of
+// sleep or sooner.
 func (k *kfd) parkDue() bool {
-	if k.slept.Load() < int64(parkEvery) {
+	s := k.slept.Load()
+	if s < int64(parkSleep) || s < k.parkAt.Load() {
+		return false
+	}
+	now := int64(time.Since(monoBase))
+	if p := k.parked.Load(); p != 0 && now-p < int64(parkWall) {
+		k.parkAt.Store(s + int64(parkWall) - (now - p))
 		return false
 	}
 	k.slept.Store(0)
+	k.parkAt.Store(0)
+	k.parked.Store(now)
 	return true
 }
 
-// parkEvery is how long reads of a socket sleep in ppoll before one of
-// them parks: well inside sysmon's 10 ms, which it counts from the last
-// time the goroutine was scheduled. A variable for the instruction counts
-// of integration/cmd/rdsinstr.
-var parkEvery = 4 * time.Millisecond
+// parkSleep and parkWall bound how often reads of a socket that sleep in
+// ppoll park (see kfd.parkDue): parkWall well inside sysmon's 10 ms, which
+// it counts from the last time it saw the goroutine scheduled. Variables
+// for the tests and the instruction counts of integration/cmd/rdsinstr.
+//
+// rdsinstr, one message every 150 us: a ReadMsg took 943 instructions per
+// message when reads parked after every 4 ms of sleep (parkSleep alone),
+// 870 when they park about every parkWall.
+var (
+	parkSleep = 4 * time.Millisecond
+	parkWall  = 8 * time.Millisecond
+)
+
+// monoBase is the origin of kfd.parked: time.Since on a
+// time.Time with a monotonic reading reads only the monotonic clock.
+var monoBase = time.Now()
 
 // enter registers a read sleeping in ppoll and returns how long it may
 // sleep (negative: no limit), or the reason not to wait: the socket is

@@ -332,7 +332,7 @@ func readInBackground(c *Conn) chan error {
 }
 
 // TestLongSleepingReadsPark: once reads of a socket have slept in ppoll
-// for parkEvery without parking, the next read that must wait parks in the
+// for parkSleep without parking, the next read that must wait parks in the
 // runtime poller at once, lets go of the socket there when it returns, and
 // the read after it sleeps in ppoll again.
 func TestLongSleepingReadsPark(t *testing.T) {
@@ -355,8 +355,8 @@ func TestLongSleepingReadsPark(t *testing.T) {
 		}
 	}
 
-	// As if reads had slept in ppoll for twice parkEvery.
-	b.k.slept.Store(int64(2 * parkEvery))
+	// As if reads had slept in ppoll for twice parkSleep, never parking.
+	b.k.slept.Store(int64(2 * parkSleep))
 	got := read()
 	deadline := time.Now().Add(5 * time.Second)
 	for holders() == 0 && time.Now().Before(deadline) {
@@ -368,7 +368,7 @@ func TestLongSleepingReadsPark(t *testing.T) {
 	// A read that slept in ppoll first (its kernelSlice) and parked
 	// after it would have added to slept instead of clearing it.
 	if slept := b.k.slept.Load(); slept != 0 {
-		t.Errorf("the parked read left slept %v, want 0: it did not park for parkEvery", time.Duration(slept))
+		t.Errorf("the parked read left slept %v, want 0: it did not park for parkSleep", time.Duration(slept))
 	}
 	send(got)
 	// With Ps to spare the parked read took the socket out when it
@@ -398,16 +398,38 @@ func TestParkDue(t *testing.T) {
 	if k.parkDue() {
 		t.Fatal("parkDue with no sleep counted: true")
 	}
-	k.slept.Store(int64(parkEvery - 1))
+	k.slept.Store(int64(parkSleep - 1))
 	if k.parkDue() {
-		t.Fatal("parkDue just short of parkEvery of sleeps: true")
+		t.Fatal("parkDue just short of parkSleep of sleeps: true")
 	}
 	k.slept.Add(1)
 	if !k.parkDue() {
-		t.Fatal("parkDue after parkEvery of sleeps: false")
+		t.Fatal("parkDue after parkSleep of sleeps, never parked before: false")
 	}
-	if slept := k.slept.Load(); slept != 0 {
-		t.Fatalf("parkDue that parks left slept %v, want 0", time.Duration(slept))
+	if slept, parked := k.slept.Load(), k.parked.Load(); slept != 0 || parked == 0 {
+		t.Fatalf("parkDue that parks left slept %v and the park's time %d; want 0 and a time", time.Duration(slept), parked)
+	}
+
+	// Parked just now: parkSleep of sleep later, parkWall has not passed.
+	k.slept.Store(int64(parkSleep))
+	if k.parkDue() {
+		t.Fatal("parkDue after parkSleep of sleeps, parked just before: true")
+	}
+	at := k.parkAt.Load()
+	if at <= int64(parkSleep) || at > int64(parkSleep+parkWall) {
+		t.Fatalf("parkDue set the next look at the clock to %v of sleep, want it in (%v, %v]", time.Duration(at), parkSleep, parkSleep+parkWall)
+	}
+	k.parked.Add(-int64(parkWall)) // as if that park was parkWall earlier
+	k.slept.Store(at - 1)
+	if k.parkDue() {
+		t.Fatal("parkDue short of the sleep it allowed: true")
+	}
+	k.slept.Store(at)
+	if !k.parkDue() {
+		t.Fatal("parkDue parkWall after the last park: false")
+	}
+	if k.slept.Load() != 0 || k.parkAt.Load() != 0 {
+		t.Fatalf("parkDue that parks left slept %v, next look at %v; want 0, 0", time.Duration(k.slept.Load()), time.Duration(k.parkAt.Load()))
 	}
 }
 

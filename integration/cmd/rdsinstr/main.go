@@ -22,12 +22,12 @@
 // -reps runs of each give the median.
 //
 // The Go receiver runs with GODEBUG=asyncpreemptoff=1 (callgrind cannot
-// follow Go's preemption signals). A reader that has slept in ppoll for
-// 4 ms in all parks once in the runtime poller (see rdssock's
+// follow Go's preemption signals). A reader that sleeps in ppoll wait after
+// wait parks in the runtime poller about every 8 ms (see rdssock's
 // kwait_linux.go), so the share of that cost in a message depends on the
 // pace: the default of 150µs is about the pace of rdsbench's RDMA rows at
 // depth 1, where the reader waits for every message and parks about every
-// 30th. -park=false leaves the parks out (sysmon then preempts the reader
+// 50th. -park=false leaves the parks out (sysmon then preempts the reader
 // every 10 ms instead). -top N prints the N functions that cost most per
 // message.
 package main
@@ -51,8 +51,8 @@ import (
 )
 
 var (
-	flagN1    = flag.Int("n1", 200, "messages in the shorter run")
-	flagN2    = flag.Int("n2", 1000, "messages in the longer run")
+	flagN1    = flag.Int("n1", 500, "messages in the shorter run")
+	flagN2    = flag.Int("n2", 4000, "messages in the longer run")
 	flagUsec  = flag.Int("usec", 150, "microseconds between two messages of the sender")
 	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller every 4 ms of sleeping, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
 	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, or the floor (raw system calls, no rdssock)")
