@@ -78,11 +78,12 @@ type kfd struct {
 	// The solo waiter: the eventfd of the read that holds soloBusy, which
 	// sleeps in ppoll without taking mu or joining waiting (see
 	// kfd.soloWait). soloEfd is -1 until the first such read; it is set
-	// under mu. rdlSet tells the solo read that a read deadline is set,
-	// which it leaves to the shared way of waiting.
+	// under mu. rdlSet and rdlMono tell it the read deadline: whether one
+	// is set, and when, on the monotonic clock (since monoBase).
 	soloBusy atomic.Bool
 	soloEfd  int
 	rdlSet   atomic.Bool
+	rdlMono  atomic.Int64
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -243,7 +244,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		}
 		return k.parkedWait(f, true)
 	}
-	if !k.rdlSet.Load() && k.soloBusy.CompareAndSwap(false, true) {
+	if k.soloBusy.CompareAndSwap(false, true) {
 		done, park, err := k.soloWait(f, tryFirst)
 		k.soloBusy.Store(false)
 		switch {
@@ -294,11 +295,11 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 // calls and atomic operations (integration/cmd/rdsinstr counts them). It
 // reports whether the read is done, with its error, or must park in the
 // runtime poller; neither means that it goes on in the shared way, which
-// handles deadlines, a closing socket and a socket kept in the read
-// instance. Close and SetReadDeadline wake the solo read through its
-// eventfd (wakeLocked): they set the closing bit or rdlSet before they
-// look at soloBusy, and the read sets soloBusy before it looks at them,
-// so either the read sees the change or its eventfd is written.
+// handles a closing socket and a socket kept in the read instance. Close
+// and SetReadDeadline wake the solo read through its eventfd
+// (wakeLocked): they set the closing bit or the deadline before they look
+// at soloBusy, and the read sets soloBusy before it looks at them, so
+// either the read sees the change or its eventfd is written.
 func (k *kfd) soloWait(f func(fd uintptr) bool, try bool) (done, park bool, err error) {
 	if !k.acquire() {
 		return true, false, errKfdClosed
@@ -315,9 +316,16 @@ func (k *kfd) soloWait(f func(fd uintptr) bool, try bool) (done, park bool, err 
 			k.release()
 			return true, false, nil
 		}
-		if k.rdlSet.Load() || k.readKept.Load() || k.refs.Load()&kfdClosing != 0 {
+		if k.readKept.Load() || k.refs.Load()&kfdClosing != 0 {
 			k.release()
 			return false, false, nil
+		}
+		until := time.Duration(-1)
+		if k.rdlSet.Load() {
+			if until = time.Duration(k.rdlMono.Load()) - time.Since(monoBase); until <= 0 {
+				k.release()
+				return true, false, os.ErrDeadlineExceeded
+			}
 		}
 		n, p := kernelWaiters.Add(1), procs()
 		if !sleepInKernel(n, p, rest) || k.parkDue() {
@@ -325,7 +333,7 @@ func (k *kfd) soloWait(f func(fd uintptr) bool, try bool) (done, park bool, err 
 			k.release()
 			return false, true, nil
 		}
-		timeout, lastP := sleepFor(n, p, rest, -1)
+		timeout, lastP := sleepFor(n, p, rest, until)
 		ready, e, slept := k.sleep(k.soloEfd, timeout)
 		kernelWaiters.Add(-1)
 		rest -= slept
@@ -410,7 +418,12 @@ var (
 	parkWall  = 8 * time.Millisecond
 )
 
-// monoBase is the origin of kfd.parked: time.Since on a
+// farAway bounds how far ahead a deadline counts on the monotonic clock
+// (kfd.rdlMono), so that a distant one does not overflow: about 146
+// years.
+const farAway = time.Duration(1 << 62)
+
+// monoBase is the origin of kfd.parked and kfd.rdlMono: time.Since on a
 // time.Time with a monotonic reading reads only the monotonic clock.
 var monoBase = time.Now()
 
@@ -502,6 +515,11 @@ func (k *kfd) setDeadline(t time.Time, write bool) error {
 		k.wdl, e = t, k.ew
 	} else {
 		k.rdl = t
+		if !t.IsZero() {
+			// As the runtime poller does, the deadline goes on the
+			// monotonic clock when it is set.
+			k.rdlMono.Store(int64(time.Since(monoBase) + min(time.Until(t), farAway)))
+		}
 		k.rdlSet.Store(!t.IsZero())
 	}
 	k.wakeLocked()

@@ -214,6 +214,28 @@ func TestOneReaderSleepsSolo(t *testing.T) {
 	}
 	result(got, os.ErrDeadlineExceeded)
 
+	// A deadline ahead: the read sleeps as the solo waiter until it
+	// passes, however distant it is.
+	start := time.Now()
+	for _, dl := range []time.Time{start.Add(50 * time.Millisecond), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if err := b.SetReadDeadline(dl); err != nil {
+			t.Fatal(err)
+		}
+		got = readInBackground(b)
+		waitFor("the solo read with a deadline", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+		if dl.Year() == 3000 {
+			if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+				t.Fatal(err)
+			}
+			result(got, nil)
+			continue
+		}
+		result(got, os.ErrDeadlineExceeded)
+		if now := time.Now(); now.Before(dl) {
+			t.Fatalf("a read with a deadline returned %v before it", dl.Sub(now))
+		}
+	}
+
 	if err := b.SetReadDeadline(time.Time{}); err != nil {
 		t.Fatal(err)
 	}
