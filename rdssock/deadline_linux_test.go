@@ -310,15 +310,6 @@ func TestLocklessContextWait(t *testing.T) {
 		defer mux.mu.Unlock()
 		return mux.lockless.Load(), len(mux.waiters)
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("5s without %s", what)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
 	type result struct {
 		msg string
 		err error
@@ -354,12 +345,12 @@ func TestLocklessContextWait(t *testing.T) {
 	defer cancel()
 	// The first wait with ctx registers and makes the mux watch ctx.
 	got := read(ctx)
-	waitFor("a registered wait", func() bool { _, w := state(); return w == 1 })
+	waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
 	send("one")
 	expect(got, "one", nil)
 	// The next one relies on the watch.
 	got = read(ctx)
-	waitFor("a lockless wait", func() bool { l, _ := state(); return l == 1 })
+	waitFor(t, "a lockless wait", func() bool { l, _ := state(); return l == 1 })
 	if _, w := state(); w != 0 {
 		t.Fatalf("a lockless wait and %d registered ones, want none", w)
 	}
@@ -367,10 +358,10 @@ func TestLocklessContextWait(t *testing.T) {
 	other, cancelOther := context.WithCancel(context.Background())
 	defer cancelOther()
 	gotOther := read(other)
-	waitFor("a second, registered wait", func() bool { _, w := state(); return w == 1 })
+	waitFor(t, "a second, registered wait", func() bool { _, w := state(); return w == 1 })
 	cancel()
 	expect(got, "", context.Canceled)
-	waitFor("the lockless wait to leave", func() bool { l, _ := state(); return l == 0 })
+	waitFor(t, "the lockless wait to leave", func() bool { l, _ := state(); return l == 0 })
 	mux.mu.Lock()
 	ended, applied := mux.locklessEnd, mux.applied
 	mux.mu.Unlock()
@@ -385,7 +376,7 @@ func TestLocklessContextWait(t *testing.T) {
 	defer cancelTimed()
 	for _, msg := range []string{"three", "four"} {
 		got = read(timed)
-		waitFor("a registered wait", func() bool { _, w := state(); return w == 1 })
+		waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
 		send(msg)
 		expect(got, msg, nil)
 	}

@@ -5,6 +5,7 @@ package rdssock
 import (
 	"net/netip"
 	"runtime"
+	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -50,4 +51,15 @@ func setSleepLimits(d time.Duration) (restore func()) {
 	slice, sleep, wall := kernelSlice, parkSleep, parkWall
 	kernelSlice, parkSleep, parkWall = d, d, d
 	return func() { kernelSlice, parkSleep, parkWall = slice, sleep, wall }
+}
+
+// waitFor polls cond until it holds, failing t after 5s without what.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("5s without %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

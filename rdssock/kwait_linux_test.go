@@ -153,15 +153,6 @@ func TestOneReaderSleepsSolo(t *testing.T) {
 	// Sleeps that never end by themselves: only the wake-ups end them.
 	defer setSleepLimits(time.Hour)()
 	a, b := pair(t)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !cond(); {
-			if time.Now().After(deadline) {
-				t.Fatalf("5s without %s", what)
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-	}
 	waiting := func() int {
 		b.k.mu.Lock()
 		defer b.k.mu.Unlock()
@@ -180,12 +171,12 @@ func TestOneReaderSleepsSolo(t *testing.T) {
 	}
 
 	first := readInBackground(b)
-	waitFor("a read sleeping in ppoll", func() bool { return kernelWaiters.Load() == 1 })
+	waitFor(t, "a read sleeping in ppoll", func() bool { return kernelWaiters.Load() == 1 })
 	if !b.k.soloBusy.Load() || waiting() != 0 {
 		t.Fatalf("one read sleeping: solo %v, %d in the waiting list; want the solo waiter", b.k.soloBusy.Load(), waiting())
 	}
 	second := readInBackground(b)
-	waitFor("a second read in the waiting list", func() bool { return waiting() == 1 })
+	waitFor(t, "a second read in the waiting list", func() bool { return waiting() == 1 })
 	for range 2 {
 		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
 			t.Fatal(err)
@@ -203,12 +194,12 @@ func TestOneReaderSleepsSolo(t *testing.T) {
 		_, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil, 0)
 		got <- err
 	}()
-	waitFor("the solo read with a context", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+	waitFor(t, "the solo read with a context", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
 	cancel()
 	result(got, context.Canceled)
 
 	got = readInBackground(b)
-	waitFor("the solo read", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+	waitFor(t, "the solo read", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
 	if err := b.SetReadDeadline(aLongTimeAgo); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +213,7 @@ func TestOneReaderSleepsSolo(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = readInBackground(b)
-		waitFor("the solo read with a deadline", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+		waitFor(t, "the solo read with a deadline", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
 		if dl.Year() == 3000 {
 			if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
 				t.Fatal(err)
@@ -240,7 +231,7 @@ func TestOneReaderSleepsSolo(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = readInBackground(b)
-	waitFor("the solo read", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
+	waitFor(t, "the solo read", func() bool { return b.k.soloBusy.Load() && kernelWaiters.Load() == 1 })
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
