@@ -77,7 +77,7 @@ type kfd struct {
 
 	// The solo waiter: the eventfd of the read that holds soloBusy, which
 	// sleeps in ppoll without taking mu or joining waiting (see
-	// kfd.soloWait). soloEfd is -1 until the first such read; it is set
+	// kfd.soloSleep). soloEfd is -1 until the first such read; it is set
 	// under mu. rdlSet and rdlMono tell it the read deadline: whether one
 	// is set, and when, on the monotonic clock (since monoBase).
 	soloBusy atomic.Bool
@@ -245,7 +245,11 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		return k.parkedWait(f, true)
 	}
 	if k.soloBusy.CompareAndSwap(false, true) {
-		done, park, err := k.soloWait(f, tryFirst)
+		done, park, err := true, false, errKfdClosed
+		if k.acquire() {
+			done, park, err = k.soloSleep(nil, f, tryFirst)
+			k.release()
+		}
 		k.soloBusy.Store(false)
 		switch {
 		case park:
@@ -289,48 +293,49 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 	}
 }
 
-// soloWait is wait for a read that holds the solo waiter (kfd.soloBusy):
-// the common case of one goroutine reading the socket, which sleeps in
-// ppoll with neither mu nor the waiting list, so that a wait costs fewer
-// calls and atomic operations (integration/cmd/rdsinstr counts them). It
-// reports whether the read is done, with its error, or must park in the
-// runtime poller; neither means that it goes on in the shared way, which
-// handles a closing socket and a socket kept in the read instance. Close
-// and SetReadDeadline wake the solo read through its eventfd
-// (wakeLocked): they set the closing bit or the deadline before they look
-// at soloBusy, and the read sets soloBusy before it looks at them, so
-// either the read sees the change or its eventfd is written.
-func (k *kfd) soloWait(f func(fd uintptr) bool, try bool) (done, park bool, err error) {
-	if !k.acquire() {
-		return true, false, errKfdClosed
-	}
+// soloSleep is wait for a read that holds the solo waiter (kfd.soloBusy)
+// and a reference: the common case of one goroutine reading the socket,
+// which sleeps in ppoll with neither mu nor the waiting list, so that a
+// wait costs fewer calls and atomic operations (integration/cmd/rdsinstr
+// counts them). Each try is op's receive (doRecv, called directly), or f
+// if op is nil. It reports whether the read is done, with its error, or
+// must park in the runtime poller; neither means that it goes on in the
+// shared way, which handles a closing socket and a socket kept in the
+// read instance. Close and SetReadDeadline wake the solo read through its
+// eventfd (wakeLocked): they set the closing bit or the deadline before
+// they look at soloBusy, and the read sets soloBusy before it looks at
+// them, so either the read sees the change or its eventfd is written.
+func (k *kfd) soloSleep(op *msgOp, f func(fd uintptr) bool, try bool) (done, park bool, err error) {
 	if k.soloEfd < 0 {
 		if err := k.newSoloEfd(); err != nil {
-			k.release()
 			return true, false, err
 		}
 	}
 	rest := kernelSlice
 	for ; ; try = true {
-		if try && f(uintptr(k.fd)) {
-			k.release()
-			return true, false, nil
+		if try {
+			var ok bool
+			if op != nil {
+				ok = op.doRecv(uintptr(k.fd))
+			} else {
+				ok = f(uintptr(k.fd))
+			}
+			if ok {
+				return true, false, nil
+			}
 		}
 		if k.readKept.Load() || k.refs.Load()&kfdClosing != 0 {
-			k.release()
 			return false, false, nil
 		}
 		until := time.Duration(-1)
 		if k.rdlSet.Load() {
 			if until = time.Duration(k.rdlMono.Load()) - time.Since(monoBase); until <= 0 {
-				k.release()
 				return true, false, os.ErrDeadlineExceeded
 			}
 		}
 		n, p := kernelWaiters.Add(1), procs()
 		if !sleepInKernel(n, p, rest) || k.parkDue() {
 			kernelWaiters.Add(-1)
-			k.release()
 			return false, true, nil
 		}
 		timeout, lastP := sleepFor(n, p, rest, until)
@@ -338,7 +343,6 @@ func (k *kfd) soloWait(f func(fd uintptr) bool, try bool) (done, park bool, err 
 		kernelWaiters.Add(-1)
 		rest -= slept
 		if lastP && e == 0 && ready == 0 {
-			k.release()
 			return false, true, nil // as in wait
 		}
 	}

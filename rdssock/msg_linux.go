@@ -5,8 +5,10 @@ package rdssock
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -377,7 +379,12 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	if ownCtl {
 		op.useOwnControl()
 	}
-	perr := c.tryThenWait(ctx, false, op)
+	var perr error
+	if ctx == nil || ctx == context.Background() { // rdmaops' reads without a context
+		perr = c.recvWait(op)
+	} else {
+		perr = c.tryThenWait(ctx, false, op)
+	}
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
@@ -507,6 +514,47 @@ func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
 		}
 	}
 	return c.waitAfterTry(ctx, write, ow)
+}
+
+// recvWait is tryThenWait for a receive with no context that can end,
+// written out: it tries, then waits as the socket's solo waiter, calling
+// doRecv directly; a wait that must park, or that the shared way of
+// waiting or the deadline mux must handle, goes on as waitAfterTry does.
+// It spares each waiting read four calls and an atomic add and subtract.
+func (c *Conn) recvWait(op *msgOp) error {
+	k := c.k
+	if !k.acquire() {
+		return c.waitAfterTry(nil, false, &op.recvWait) // reports the closed socket
+	}
+	if op.doRecv(uintptr(k.fd)) {
+		k.release()
+		return nil
+	}
+	if !k.soloBusy.CompareAndSwap(false, true) {
+		k.release()
+		return c.waitAfterTry(nil, false, &op.recvWait)
+	}
+	done, park, err := k.soloSleep(op, nil, false)
+	k.soloBusy.Store(false)
+	k.release()
+	switch {
+	case done && err == nil:
+		return nil
+	case park:
+		err = k.parkedWait(op.recv, false)
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+	case done && !errors.Is(err, os.ErrDeadlineExceeded):
+		return err
+	}
+	// A deadline passed (the application's, or a stale one the deadline
+	// mux applies again), or the shared way must go on.
+	if err != nil && c.readDeadline.userPassed() {
+		return err
+	}
+	c.readDeadline.refresh()
+	return c.waitAfterTry(nil, false, &op.recvWait)
 }
 
 // pollErr normalises an error from the runtime poller: after Close it is
