@@ -4,6 +4,8 @@ package rdssock
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"testing"
@@ -125,6 +127,74 @@ func rawReadLoop(t *testing.T, fd, n int) {
 				t.Fatalf("message %d of %d: %d bytes, %v", got, n, r, e)
 			}
 			got++
+		}
+	}
+}
+
+// TestInstrWrite is the Go side of rdsinstr's counts of a send: with
+// RDSINSTR_N set it sends that many 64-byte messages on fd 3, one every
+// RDSINSTR_USEC microseconds (a C receiver drains the other end, so no
+// send waits), with WriteMsg (RDSINSTR_MODE write) or WriteMsgContext and a
+// cancelable context (writecancel). Run plainly, it checks both over a pair
+// of its own.
+func TestInstrWrite(t *testing.T) {
+	if n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N")); n > 0 {
+		usec, _ := strconv.Atoi(os.Getenv("RDSINSTR_USEC"))
+		writePaced(t, 3, os.Getenv("RDSINSTR_MODE"), n, time.Duration(usec)*time.Microsecond)
+		return
+	}
+	const n = 20
+	for _, mode := range []string{"write", "writecancel"} {
+		t.Run(mode, func(t *testing.T) {
+			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fds[1])
+			got := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 128)
+				for i := range n {
+					if k, err := unix.Read(fds[1], buf); err != nil || k != 64 {
+						got <- fmt.Errorf("message %d of %d: %d bytes, %v", i, n, k, err)
+						return
+					}
+				}
+				got <- nil
+			}()
+			writePaced(t, fds[0], mode, n, 100*time.Microsecond)
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// writePaced sends n 64-byte messages on fd, which it closes, one every
+// pace.
+func writePaced(t *testing.T, fd int, mode string, n int, pace time.Duration) {
+	t.Helper()
+	if err := unix.SetNonblock(fd, true); err != nil {
+		t.Fatalf("fd %d: %v", fd, err)
+	}
+	c := newConn(newKfd(fd))
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	msg := make([]byte, 64)
+	for i := range n {
+		time.Sleep(pace)
+		var err error
+		switch mode {
+		case "write":
+			_, err = c.WriteMsg(msg, nil, netip.AddrPort{})
+		case "writecancel":
+			_, err = c.WriteMsgContext(ctx, msg, nil, netip.AddrPort{}, 0)
+		default:
+			t.Fatalf("mode %q: want write or writecancel", mode)
+		}
+		if err != nil {
+			t.Fatalf("%s: message %d of %d: %v", mode, i, n, err)
 		}
 	}
 }

@@ -1,10 +1,10 @@
 //go:build linux
 
 // Command rdsinstr counts the user-space instructions that rdssock spends
-// on a read that has to wait, against the C a user would write, on the
-// host and without RDS: callgrind counts instructions, not seconds, so the
-// numbers repeat within a few percent whatever else the machine does,
-// where rdsbench's rates under TCG move by 10-50%.
+// on a read that has to wait, and on a send, against the C a user would
+// write, on the host and without RDS: callgrind counts instructions, not
+// seconds, so the numbers repeat within a few percent whatever else the
+// machine does, where rdsbench's rates under TCG move by 10-50%.
 //
 // From the repository root (needs valgrind and gcc):
 //
@@ -30,6 +30,13 @@
 // 50th. -park=false leaves the parks out (sysmon then preempts the reader
 // every 10 ms instead). -top N prints the N functions that cost most per
 // message.
+//
+// A second table (-sends) counts a send that needs no wait: the same
+// pair, the C receiver draining one end, and on the other C's sendmsg
+// loop or TestInstrWrite sending with WriteMsg or WriteMsgContext, at the
+// same pace. Only the instructions within the send call are counted
+// (callgrind --toggle-collect on sendmsg, or on rdssock's writeMsg, which
+// both Go calls run), so the pacing between sends is not.
 package main
 
 import (
@@ -54,17 +61,22 @@ var (
 	flagN1    = flag.Int("n1", 500, "messages in the shorter run")
 	flagN2    = flag.Int("n2", 4000, "messages in the longer run")
 	flagUsec  = flag.Int("usec", 150, "microseconds between two messages of the sender")
-	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller every 4 ms of sleeping, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
+	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller about every 8 ms, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
 	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, or the floor (raw system calls, no rdssock)")
 	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
 	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver")
 	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
+	flagSends = flag.Bool("sends", true, "also count the instructions inside one send that needs no wait: C's sendmsg, WriteMsg and WriteMsgContext")
 )
 
-// receiver is one way of receiving that is counted.
+// receiver is one way of receiving, or of sending, that is counted.
 type receiver struct {
 	name string
 	cmd  func(n int) *exec.Cmd
+	// For a sender: the function whose instructions alone are counted
+	// (callgrind --toggle-collect), so that the pacing between sends is
+	// not; the other end of the pair is drained by the C receiver.
+	send string
 }
 
 func main() {
@@ -158,6 +170,64 @@ func main() {
 	for _, t := range tops {
 		fmt.Println(t)
 	}
+	if *flagSends {
+		table(dir, helper, sendTable, senders(helper, testBin))
+	}
+}
+
+// senders are the sends counted: the C stress baseline's sendmsg and
+// rdssock's WriteMsg, with and without a context.
+func senders(helper, testBin string) []receiver {
+	rs := []receiver{{
+		name: "C: sendmsg",
+		cmd: func(n int) *exec.Cmd {
+			return exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
+		},
+		send: "sendmsg",
+	}}
+	for _, m := range []string{"write", "writecancel"} {
+		rs = append(rs, receiver{name: sendModeNames[m], cmd: func(n int) *exec.Cmd {
+			c := exec.Command(testBin, "-test.run", "^TestInstrWrite$", "-test.count=1")
+			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_MODE="+m,
+				"RDSINSTR_N="+strconv.Itoa(n), "RDSINSTR_USEC="+strconv.Itoa(*flagUsec))
+			return c
+		}, send: "*rdssock.(?Conn).writeMsg"})
+	}
+	return rs
+}
+
+var sendModeNames = map[string]string{
+	"write":       "Go: WriteMsg",
+	"writecancel": "Go: WriteMsgContext, cancelable context",
+}
+
+const sendTable = "user-space instructions inside one send of a 64-byte message that needs no wait (callgrind, counting only within C's sendmsg or rdssock's writeMsg; %d and %d messages, one every %dµs; median of %d)"
+
+// table prints the counts of rs as a table headed by title.
+func table(dir, helper, title string, rs []receiver) {
+	fmt.Printf("\n"+title+"\n\n", *flagN1, *flagN2, *flagUsec, *flagReps)
+	fmt.Println("| sender | instructions per message | ratio to C | spread |")
+	fmt.Println("|---|--:|--:|--:|")
+	var base float64
+	for i, r := range rs {
+		var per []float64
+		for rep := range *flagReps {
+			var totals [2]int64
+			for j, n := range []int{*flagN1, *flagN2} {
+				out := filepath.Join(dir, fmt.Sprintf("s%d-n%d-rep%d.callgrind", i, n, rep))
+				var err error
+				if totals[j], err = count(r, n, helper, out); err != nil {
+					fatalf("%s, %d messages: %v", r.name, n, err)
+				}
+			}
+			per = append(per, float64(totals[1]-totals[0])/float64(*flagN2-*flagN1))
+		}
+		med, spread := medianSpread(per)
+		if i == 0 {
+			base = med
+		}
+		fmt.Printf("| %s | %.0f | %.2f | %.0f%% |\n", r.name, med, med/base, spread*100)
+	}
 }
 
 var modeNames = map[string]string{
@@ -169,21 +239,28 @@ var modeNames = map[string]string{
 }
 
 // count runs receiver r under callgrind for n messages from a paced
-// sender and returns the instructions it counted, writing its callgrind
-// file to out.
+// sender (or sender r, with the C receiver at the other end) and returns
+// the instructions it counted, writing its callgrind file to out.
 func count(r receiver, n int, helper, out string) (int64, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return 0, err
 	}
 	senderEnd, recvEnd := os.NewFile(uintptr(fds[0]), "sender"), os.NewFile(uintptr(fds[1]), "receiver")
-	sender := exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
-	sender.ExtraFiles = []*os.File{senderEnd}
-	sender.Stderr = os.Stderr
+	peerEnd, measuredEnd := senderEnd, recvEnd
+	peer := exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
+	args := []string{"--tool=callgrind", "--callgrind-out-file=" + out}
+	if r.send != "" {
+		peerEnd, measuredEnd = recvEnd, senderEnd
+		peer = exec.Command(helper, "recv", "3", strconv.Itoa(n))
+		args = append(args, "--toggle-collect="+r.send)
+	}
+	peer.ExtraFiles = []*os.File{peerEnd}
+	peer.Stderr = os.Stderr
 	rc := r.cmd(n)
-	vg := exec.Command("valgrind", append([]string{"--tool=callgrind", "--callgrind-out-file=" + out, rc.Path}, rc.Args[1:]...)...)
+	vg := exec.Command("valgrind", append(append(args, rc.Path), rc.Args[1:]...)...)
 	vg.Env = rc.Env
-	vg.ExtraFiles = []*os.File{recvEnd}
+	vg.ExtraFiles = []*os.File{measuredEnd}
 	var vgOut bytes.Buffer
 	vg.Stdout, vg.Stderr = &vgOut, &vgOut
 	// Messages that arrive while valgrind is still starting the receiver
@@ -192,20 +269,20 @@ func count(r receiver, n int, helper, out string) (int64, error) {
 	if err := vg.Start(); err != nil {
 		return 0, err
 	}
-	if err := sender.Start(); err != nil {
+	if err := peer.Start(); err != nil {
 		vg.Process.Kill()
 		vg.Wait()
 		return 0, err
 	}
 	senderEnd.Close()
 	recvEnd.Close()
-	serr := sender.Wait()
+	perr := peer.Wait()
 	verr := vg.Wait()
 	if verr != nil {
 		return 0, fmt.Errorf("%v\n%s", verr, vgOut.Bytes())
 	}
-	if serr != nil {
-		return 0, fmt.Errorf("sender: %v", serr)
+	if perr != nil {
+		return 0, fmt.Errorf("the other end (%s): %v", peer.Args[1], perr)
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {

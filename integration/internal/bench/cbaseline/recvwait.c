@@ -2,8 +2,9 @@
  * recvwait: the C side of rdsinstr's instruction counts (see
  * integration/cmd/rdsinstr).
  *
- *   recvwait send FD N USEC   sends N 64-byte messages on FD, one every
- *                             USEC microseconds
+ *   recvwait send FD N USEC   sends N 64-byte messages on FD with sendmsg,
+ *                             as the C stress baseline does, one every USEC
+ *                             microseconds
  *   recvwait recv FD N        receives N messages on FD the way the C stress
  *                             baseline (rdsstress.c) waits: ppoll, then
  *                             recvmsg with MSG_DONTWAIT until EAGAIN
@@ -28,8 +29,10 @@ static int send_paced(int fd, long n, long usec)
 	for (long i = 0; i < n; i++) {
 		struct timespec ts = {usec / 1000000, (usec % 1000000) * 1000};
 		nanosleep(&ts, NULL);
-		if (send(fd, buf, sizeof(buf), 0) < 0) {
-			perror("recvwait: send");
+		struct iovec iov = {.iov_base = buf, .iov_len = sizeof(buf)};
+		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+		if (sendmsg(fd, &m, 0) < 0) {
+			perror("recvwait: sendmsg");
 			return 1;
 		}
 	}
