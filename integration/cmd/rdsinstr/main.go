@@ -64,7 +64,7 @@ var (
 	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller about every 8 ms, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
 	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, or the floor (raw system calls, no rdssock)")
 	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
-	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver")
+	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver and sender")
 	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
 	flagSends = flag.Bool("sends", true, "also count the instructions inside one send that needs no wait: C's sendmsg, WriteMsg and WriteMsgContext")
 )
@@ -134,44 +134,11 @@ func main() {
 		}})
 	}
 
-	fmt.Printf("user-space instructions per received 64-byte message that had to wait (callgrind; %d and %d messages, one every %dµs; median of %d)\n\n",
-		*flagN1, *flagN2, *flagUsec, *flagReps)
-	fmt.Println("| receiver | instructions per message | ratio to C | spread |")
-	fmt.Println("|---|--:|--:|--:|")
-	var base float64
-	var tops []string
-	for i, r := range receivers {
-		var per []float64
-		var files [2]string
-		for rep := range *flagReps {
-			var totals [2]int64
-			for j, n := range []int{*flagN1, *flagN2} {
-				out := filepath.Join(dir, fmt.Sprintf("r%d-n%d-rep%d.callgrind", i, n, rep))
-				if totals[j], err = count(r, n, helper, out); err != nil {
-					fatalf("%s, %d messages: %v", r.name, n, err)
-				}
-				files[j] = out
-			}
-			per = append(per, float64(totals[1]-totals[0])/float64(*flagN2-*flagN1))
-		}
-		med, spread := medianSpread(per)
-		if i == 0 {
-			base = med
-		}
-		fmt.Printf("| %s | %.0f | %.2f | %.0f%% |\n", r.name, med, med/base, spread*100)
-		if *flagTop > 0 {
-			lines, err := topFunctions(files[0], files[1], *flagN2-*flagN1, *flagTop)
-			if err != nil {
-				fatalf("callgrind_annotate: %v", err)
-			}
-			tops = append(tops, "\n"+r.name+" (last run), per message:\n"+strings.Join(lines, "\n"))
-		}
-	}
-	for _, t := range tops {
-		fmt.Println(t)
-	}
+	table(dir, helper, fmt.Sprintf("user-space instructions per received 64-byte message that had to wait (callgrind; %d and %d messages, one every %dµs; median of %d)",
+		*flagN1, *flagN2, *flagUsec, *flagReps), "receiver", "r", receivers)
 	if *flagSends {
-		table(dir, helper, sendTable, senders(helper, testBin))
+		fmt.Println()
+		table(dir, helper, fmt.Sprintf(sendTable, *flagN1, *flagN2, *flagUsec, *flagReps), "sender", "s", senders(helper, testBin))
 	}
 }
 
@@ -203,22 +170,26 @@ var sendModeNames = map[string]string{
 
 const sendTable = "user-space instructions inside one send of a 64-byte message that needs no wait (callgrind, counting only within C's sendmsg or rdssock's writeMsg; %d and %d messages, one every %dµs; median of %d)"
 
-// table prints the counts of rs as a table headed by title.
-func table(dir, helper, title string, rs []receiver) {
-	fmt.Printf("\n"+title+"\n\n", *flagN1, *flagN2, *flagUsec, *flagReps)
-	fmt.Println("| sender | instructions per message | ratio to C | spread |")
-	fmt.Println("|---|--:|--:|--:|")
+// table counts each of rs and prints the counts as a table headed by
+// title, its rows named in a column headed column, the callgrind files
+// named after prefix; with -top, then the functions that cost most per
+// message in each.
+func table(dir, helper, title, column, prefix string, rs []receiver) {
+	fmt.Printf("%s\n\n| %s | instructions per message | ratio to C | spread |\n|---|--:|--:|--:|\n", title, column)
 	var base float64
+	var tops []string
 	for i, r := range rs {
 		var per []float64
+		var files [2]string
 		for rep := range *flagReps {
 			var totals [2]int64
 			for j, n := range []int{*flagN1, *flagN2} {
-				out := filepath.Join(dir, fmt.Sprintf("s%d-n%d-rep%d.callgrind", i, n, rep))
+				out := filepath.Join(dir, fmt.Sprintf("%s%d-n%d-rep%d.callgrind", prefix, i, n, rep))
 				var err error
 				if totals[j], err = count(r, n, helper, out); err != nil {
 					fatalf("%s, %d messages: %v", r.name, n, err)
 				}
+				files[j] = out
 			}
 			per = append(per, float64(totals[1]-totals[0])/float64(*flagN2-*flagN1))
 		}
@@ -227,6 +198,16 @@ func table(dir, helper, title string, rs []receiver) {
 			base = med
 		}
 		fmt.Printf("| %s | %.0f | %.2f | %.0f%% |\n", r.name, med, med/base, spread*100)
+		if *flagTop > 0 {
+			lines, err := topFunctions(files[0], files[1], *flagN2-*flagN1, *flagTop)
+			if err != nil {
+				fatalf("callgrind_annotate: %v", err)
+			}
+			tops = append(tops, "\n"+r.name+" (last run), per message:\n"+strings.Join(lines, "\n"))
+		}
+	}
+	for _, t := range tops {
+		fmt.Println(t)
 	}
 }
 
