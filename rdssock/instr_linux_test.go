@@ -37,11 +37,7 @@ func TestInstrReadWait(t *testing.T) {
 	const n = 20
 	for _, mode := range instrModes {
 		t.Run(mode, func(t *testing.T) {
-			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(fds[1])
+			fds := instrPair(t)
 			sent := make(chan error, 1)
 			go func() {
 				msg := make([]byte, 64)
@@ -146,11 +142,7 @@ func TestInstrWrite(t *testing.T) {
 	const n = 20
 	for _, mode := range []string{"write", "writecancel"} {
 		t.Run(mode, func(t *testing.T) {
-			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(fds[1])
+			fds := instrPair(t)
 			got := make(chan error, 1)
 			go func() {
 				buf := make([]byte, 128)
@@ -197,4 +189,17 @@ func writePaced(t *testing.T, fd int, mode string, n int, pace time.Duration) {
 			t.Fatalf("%s: message %d of %d: %v", mode, i, n, err)
 		}
 	}
+}
+
+// instrPair returns a blocking AF_UNIX SOCK_SEQPACKET pair, as rdsinstr
+// makes: the test hands fds[0] to the counted side, which closes it, and
+// the pair's other end is closed when the test ends.
+func instrPair(t *testing.T) [2]int {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[1]) })
+	return fds
 }
