@@ -549,11 +549,8 @@ func (c *Conn) recvWait(op *msgOp) error {
 		return err
 	}
 	// A deadline passed (the application's, or a stale one the deadline
-	// mux applies again), or the shared way must go on.
-	if err != nil && c.readDeadline.userPassed() {
-		return err
-	}
-	c.readDeadline.refresh()
+	// mux applies again), or the shared way must go on: waitAfterTry
+	// tells which deadline and handles both.
 	return c.waitAfterTry(nil, false, &op.recvWait)
 }
 
