@@ -58,7 +58,7 @@ type deadlineMux struct {
 	watchers  int // waiters relying on that registration
 
 	// Waits with the watched context may also rely on the standing
-	// registration without the lock (waitLockless): watchedID is the
+	// registration without the lock (waitContext): watchedID is the
 	// address of the watched channel while they may, which is while the
 	// watched context has no deadline and has not ended, else 0; lockless
 	// counts them. The watch is replaced only while none relies on it.
@@ -348,14 +348,28 @@ func (c *Conn) waitAfterTry(ctx context.Context, write bool, ow *opWait) error {
 	if write {
 		mux = &c.writeDeadline
 	}
+	return c.waitOn(nil, mux, write, ow)
+}
+
+// waitOn waits for ow until it is done, the application's deadline on
+// mux passes, ctx (nil: none) ends, or an error, for a wait that holds no
+// registration with mux. A wake-up by a stale deadline (applied again
+// now), or by another goroutine's context, tries and waits again once
+// that goroutine has had the chance to withdraw its deadline.
+func (c *Conn) waitOn(ctx context.Context, mux *deadlineMux, write bool, ow *opWait) error {
 	for tryFirst := false; ; tryFirst = true {
 		err := c.k.wait(ow.f, write, tryFirst)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) || mux.userPassed() {
+		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		// Woken by a stale deadline (applied again now), or by another
-		// goroutine's context: try and wait again once it has had the
-		// chance to withdraw its deadline.
+		if ctx != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return cerr
+			}
+		}
+		if mux.userPassed() {
+			return err
+		}
 		if !mux.refresh() {
 			runtime.Gosched()
 		}
@@ -369,7 +383,13 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 		mux = &c.writeDeadline
 	}
 	if mux.enterLockless(done) {
-		err := c.waitLockless(ctx, mux, write, ow)
+		// ctx is watched already and has no deadline: the wait neither
+		// registers nor takes the mux's lock. When ctx ends, the mux
+		// applies a deadline in the past, which wakes it.
+		err := ctx.Err()
+		if err == nil {
+			err = c.waitOn(ctx, mux, write, ow)
+		}
 		mux.leaveLockless(ctx)
 		return err
 	}
@@ -398,32 +418,4 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 		return ctx.Err()
 	}
 	return err
-}
-
-// waitLockless is waitContext for a context that the mux watches already
-// and that has no deadline, counted by enterLockless: the call neither
-// registers nor takes the mux's lock. When the context ends, the mux
-// applies a deadline in the past, which wakes the wait.
-func (c *Conn) waitLockless(ctx context.Context, mux *deadlineMux, write bool, ow *opWait) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for {
-		err := c.k.wait(ow.f, write, false)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if mux.userPassed() {
-			return err
-		}
-		// Woken by a stale deadline (applied again now), or by another
-		// goroutine's context: wait again once it has had the chance to
-		// withdraw its deadline.
-		if !mux.refresh() {
-			runtime.Gosched()
-		}
-	}
 }
