@@ -51,7 +51,7 @@ type deadlineMux struct {
 	user    time.Time             // set with SetDeadline/SetReadDeadline/SetWriteDeadline
 	waiters []*ctxWaiter          // a few at most, so a slice
 	applied time.Time             // what the poller has; zero: no deadline
-	stale   bool                  // applied is left from waiters that are gone
+	stale   atomic.Bool           // applied is left from waiters that are gone (set under mu)
 
 	watched   <-chan struct{} // the Done channel watched by stopWatch's registration
 	stopWatch func() bool
@@ -59,9 +59,10 @@ type deadlineMux struct {
 
 	// Waits with the watched context may also rely on the standing
 	// registration without the lock (waitContext): watchedID is the
-	// address of the watched channel while they may, which is while the
-	// watched context has no deadline and has not ended, else 0; lockless
-	// counts them. The watch is replaced only while none relies on it.
+	// address of the watched channel while they may, which is until the
+	// watched context ends (canceled, or at its deadline: the context's
+	// own timer ends it), else 0; lockless counts them. The watch is
+	// replaced only while none relies on it.
 	// locklessEnd is set when the watched context ended while some did: its
 	// deadline in the past stays applied until the last of them leaves.
 	watchedID   atomic.Uintptr
@@ -119,7 +120,7 @@ func (m *deadlineMux) applyLocked() error {
 }
 
 func (m *deadlineMux) setLocked(d time.Time) error {
-	m.stale = false
+	m.stale.Store(false)
 	if sameInstant(d, m.applied) {
 		return nil
 	}
@@ -139,7 +140,7 @@ func sameInstant(t, u time.Time) bool { return t == u || t.Equal(u) }
 func (m *deadlineMux) refresh() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.stale {
+	if !m.stale.Load() {
 		return false
 	}
 	_ = m.applyLocked()
@@ -165,9 +166,7 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context, done <-chan struct{
 		m.watched = done
 		m.stopWatch = context.AfterFunc(ctx, func() { m.ended(done) })
 		w.standing = true
-		if w.deadline.IsZero() {
-			m.watchedID.Store(chanID(done))
-		}
+		m.watchedID.Store(chanID(done))
 	default:
 		// The waiter is pooled with its op: the registration may fire
 		// after this call ended and the waiter serves another one, so it
@@ -235,8 +234,8 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 
 // enterLockless counts a wait with the context whose Done channel is done
 // as relying on the standing registration without the lock, if it may: the
-// context is watched, has no deadline and, as the caller checks after this
-// returns true, has not ended. leaveLockless undoes it.
+// context is watched and, as the caller checks after this returns true,
+// has not ended. leaveLockless undoes it.
 func (m *deadlineMux) enterLockless(done <-chan struct{}) bool {
 	m.lockless.Add(1)
 	if m.watchedID.Load() == chanID(done) {
@@ -287,7 +286,7 @@ func (m *deadlineMux) remove(w *ctxWaiter) {
 		// that has a deadline, on a socket with a deadline of its own
 		// (rdmaops' reader does), moved the socket's deadline twice per
 		// call otherwise.
-		m.stale = !sameInstant(m.applied, m.user)
+		m.stale.Store(!sameInstant(m.applied, m.user))
 		m.mu.Unlock()
 		return
 	}
@@ -383,9 +382,15 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 		mux = &c.writeDeadline
 	}
 	if mux.enterLockless(done) {
-		// ctx is watched already and has no deadline: the wait neither
-		// registers nor takes the mux's lock. When ctx ends, the mux
-		// applies a deadline in the past, which wakes it.
+		// ctx is watched already: the wait neither registers nor takes
+		// the mux's lock. When ctx ends (canceled, or its deadline
+		// passed), the mux applies a deadline in the past, which wakes
+		// it. A stale deadline that an earlier registered wait left
+		// would only make each wait read the clock; it is withdrawn
+		// once.
+		if mux.stale.Load() {
+			mux.refresh()
+		}
 		err := ctx.Err()
 		if err == nil {
 			err = c.waitOn(ctx, mux, write, ow)

@@ -228,9 +228,11 @@ func TestContextDeadlineLeftBehind(t *testing.T) {
 }
 
 // TestContextDeadlineUnderUserDeadline: waits with a context whose
-// deadline is earlier than the socket's own leave the socket's deadline
-// alone between calls (it used to move twice per call), and a plain read
-// afterwards still ends at the socket's deadline, not at the stale one.
+// deadline is earlier than the socket's own move the socket's deadline
+// twice in all, not twice per call: to the context's for the first wait,
+// which registers, and back for the next ones, which rely on the mux's
+// watch of the context. A plain read afterwards ends at the socket's
+// deadline.
 func TestContextDeadlineUnderUserDeadline(t *testing.T) {
 	a, b := pair(t)
 	sets := 0
@@ -255,8 +257,8 @@ func TestContextDeadlineUnderUserDeadline(t *testing.T) {
 			t.Fatalf("read %d: %v", i, err)
 		}
 	}
-	if n := sets - before; n > 1 {
-		t.Errorf("%d waits with one context moved the socket's deadline %d times, want at most once", calls, n)
+	if n := sets - before; n > 2 {
+		t.Errorf("%d waits with one context moved the socket's deadline %d times, want at most twice", calls, n)
 	}
 	<-ctx.Done() // the context's deadline, left behind, has passed
 	_, _, _, _, err := b.ReadMsg(buf, nil)
@@ -297,8 +299,8 @@ func TestCtxErr(t *testing.T) {
 }
 
 // TestLocklessContextWait: a wait with the context the mux watches already
-// (from an earlier wait) and no deadline takes no registration; canceling
-// the context wakes it, and afterwards the socket's deadline is the
+// (from an earlier wait) takes no registration; canceling the context, or
+// its deadline passing, wakes it, and afterwards the socket's deadline is the
 // application's again. A wait with another context meanwhile registers
 // (the watch stays while the lockless wait relies on it) and is not
 // disturbed by the first context's end.
@@ -371,16 +373,33 @@ func TestLocklessContextWait(t *testing.T) {
 	send("two")
 	expect(gotOther, "two", nil)
 
-	// A context with a deadline is never waited for without the lock.
-	timed, cancelTimed := context.WithTimeout(context.Background(), time.Hour)
+	// A context with a deadline is watched the same way: its first wait
+	// registers, the next takes no lock and withdraws the deadline the
+	// first one left, and the context's deadline passing wakes it.
+	timed, cancelTimed := context.WithTimeout(context.Background(), time.Second)
 	defer cancelTimed()
-	for _, msg := range []string{"three", "four"} {
-		got = read(timed)
-		waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
-		send(msg)
-		expect(got, msg, nil)
+	got = read(timed)
+	waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
+	send("three")
+	expect(got, "three", nil)
+	got = read(timed)
+	waitFor(t, "a lockless wait", func() bool { l, w := state(); return l == 1 && w == 0 })
+	mux.mu.Lock()
+	applied = mux.applied
+	mux.mu.Unlock()
+	if !applied.IsZero() {
+		t.Errorf("a lockless wait with the deadline of its context left applied (%v), want none", applied)
 	}
-	if l, _ := state(); l != 0 {
-		t.Errorf("%d lockless waits after the reads returned", l)
+	deadline, _ := timed.Deadline()
+	expect(got, "", context.DeadlineExceeded)
+	if early := time.Until(deadline); early > 0 {
+		t.Errorf("the lockless wait ended %v before its context's deadline", early)
+	}
+	waitFor(t, "the lockless wait to leave", func() bool { l, _ := state(); return l == 0 })
+	mux.mu.Lock()
+	ended, applied = mux.locklessEnd, mux.applied
+	mux.mu.Unlock()
+	if ended || !applied.IsZero() {
+		t.Errorf("after the lockless wait left: locklessEnd %v, deadline %v; want false and none", ended, applied)
 	}
 }
