@@ -16,7 +16,7 @@ import (
 )
 
 // instrModes are the reads integration/cmd/rdsinstr counts.
-var instrModes = []string{"nil", "background", "cancel", "timeout", "floor"}
+var instrModes = []string{"nil", "background", "cancel", "timeout", "batch", "floor"}
 
 // TestInstrReadWait is the Go side of integration/cmd/rdsinstr, which runs
 // it under callgrind to count the instructions a read that waits costs:
@@ -78,6 +78,11 @@ func readWaiting(t *testing.T, fd int, mode string, n int) {
 		ctx, cancel = context.WithCancel(context.Background())
 	case "timeout":
 		ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+	case "batch":
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		readBatchWaiting(t, ctx, c, n)
+		return
 	case "floor":
 		rawReadLoop(t, fd, n)
 		return
@@ -97,6 +102,28 @@ func readWaiting(t *testing.T, fd int, mode string, n int) {
 		if err != nil || got != 64 {
 			t.Fatalf("%s: message %d of %d: %d bytes, %v", mode, i, n, got, err)
 		}
+	}
+}
+
+// readBatchWaiting reads n 64-byte messages from c with ReadBatch, up to
+// 16 a call, with a cancelable context.
+func readBatchWaiting(t *testing.T, ctx context.Context, c *Conn, n int) {
+	t.Helper()
+	ms := make([]Message, 16)
+	for i := range ms {
+		ms[i].Buffer = make([]byte, 128)
+	}
+	for got := 0; got < n; {
+		k, err := c.ReadBatch(ctx, ms[:min(len(ms), n-got)], 0)
+		if err != nil {
+			t.Fatalf("batch: message %d of %d: %v", got, n, err)
+		}
+		for i := range ms[:k] {
+			if ms[i].N != 64 {
+				t.Fatalf("batch: message %d of %d: %d bytes", got+i, n, ms[i].N)
+			}
+		}
+		got += k
 	}
 }
 

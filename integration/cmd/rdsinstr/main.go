@@ -62,7 +62,7 @@ var (
 	flagN2    = flag.Int("n2", 4000, "messages in the longer run")
 	flagUsec  = flag.Int("usec", 150, "microseconds between two messages of the sender")
 	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller about every 8 ms, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
-	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, or the floor (raw system calls, no rdssock)")
+	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout,batch", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, ReadBatch (batch), or the floor (raw system calls, no rdssock)")
 	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
 	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver and sender")
 	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
@@ -216,6 +216,7 @@ var modeNames = map[string]string{
 	"background": "Go: ReadMsgContext, context.Background",
 	"cancel":     "Go: ReadMsgContext, cancelable context",
 	"timeout":    "Go: ReadMsgContext, context with a deadline",
+	"batch":      "Go: ReadBatch of up to 16, cancelable context",
 	"floor":      "Go floor: the C loop as raw system calls, no rdssock",
 }
 
