@@ -37,26 +37,83 @@ type batchOp struct {
 	n           int
 	errno       unix.Errno
 
+	// The op Conn keeps for ReadBatch (kept) leaves its headers prepared
+	// for the buffers in bufs, set by prepare; nil after a send.
+	kept bool
+	bufs []batchBufs
+
 	recv func(fd uintptr) bool
 	send func(fd uintptr) bool
 
 	recvWait, sendWait opWait // see msgOp
 }
 
-var batchPool = sync.Pool{New: func() any {
+// batchBufs is where one message's data and control data go.
+type batchBufs struct {
+	buf, oob       *byte
+	bufLen, oobLen int
+}
+
+func newBatchOp() *batchOp {
 	op := new(batchOp)
 	op.recv = op.doRecv
 	op.send = op.doSend
 	op.recvWait.bind(op.recv)
 	op.sendWait.bind(op.send)
 	return op
-}}
+}
+
+var batchPool = sync.Pool{New: func() any { return newBatchOp() }}
 
 // getBatch prepares a batch. skipCong (receives only) makes the batch skip
 // congestion notices as msgOp does; it gives messages whose OOB is too
 // small to hold one the op's own control buffer.
 func getBatch(ms []Message, flags int, send, skipCong bool) (*batchOp, error) {
 	op := batchPool.Get().(*batchOp)
+	if err := op.prepare(ms, send, skipCong); err != nil {
+		putBatch(op)
+		return nil, err
+	}
+	op.reset(flags)
+	return op, nil
+}
+
+// getReadBatch returns the op for a ReadBatch on c: the one c keeps, its
+// headers prepared already if ms holds the buffers of its last call, or
+// one from the pool while another call has it.
+func (c *Conn) getReadBatch(ms []Message, flags int, skipCong bool) (*batchOp, error) {
+	if !c.readBatchBusy.CompareAndSwap(false, true) {
+		return getBatch(ms, flags, false, skipCong)
+	}
+	// Only the holder of the flag touches c.readBatch.
+	op := c.readBatch
+	if op == nil {
+		op = newBatchOp()
+		op.kept = true
+		c.readBatch = op
+	}
+	if !op.preparedFor(ms, skipCong) {
+		_ = op.prepare(ms, false, skipCong) // fails for sends only
+	}
+	op.reset(flags)
+	return op, nil
+}
+
+// putReadBatch gives back an op from getReadBatch. The kept one restores
+// the header fields recvmmsg wrote, so that it stays prepared.
+func (c *Conn) putReadBatch(op *batchOp) {
+	if !op.kept {
+		putBatch(op)
+		return
+	}
+	if op.errno == 0 && op.n > 0 {
+		op.rearm(op.n)
+	}
+	c.readBatchBusy.Store(false)
+}
+
+// prepare points the op's headers at the buffers of ms.
+func (op *batchOp) prepare(ms []Message, send, skipCong bool) error {
 	if cap(op.hdrs) < len(ms) {
 		op.hdrs = make([]mmsghdr, len(ms))
 		op.iovs = make([]unix.Iovec, len(ms))
@@ -68,6 +125,7 @@ func getBatch(ms []Message, flags int, send, skipCong bool) (*batchOp, error) {
 	if op.skipCong && cap(op.ctls) < len(ms) {
 		op.ctls = make([][congNoticeSpace]byte, len(ms))
 	}
+	op.bufs = op.bufs[:0]
 	for i := range ms {
 		m, h := &ms[i], &op.hdrs[i]
 		*h = mmsghdr{}
@@ -93,19 +151,48 @@ func getBatch(ms []Message, flags int, send, skipCong bool) (*batchOp, error) {
 		case m.Addr.IsValid():
 			n, err := op.addrs[i].put(m.Addr)
 			if err != nil {
-				putBatch(op)
-				return nil, err
+				return err
 			}
 			h.hdr.Name = (*byte)(unsafe.Pointer(&op.addrs[i].raw))
 			h.hdr.Namelen = n
 		}
 	}
+	if op.kept && !send {
+		for i := range ms {
+			op.bufs = append(op.bufs, bufsOf(&ms[i]))
+		}
+	}
+	return nil
+}
+
+// bufsOf is where m's data and control data go.
+func bufsOf(m *Message) batchBufs {
+	return batchBufs{unsafe.SliceData(m.Buffer), unsafe.SliceData(m.OOB), len(m.Buffer), len(m.OOB)}
+}
+
+// preparedFor reports whether the op's headers are prepared for receiving
+// into the buffers of ms, with skipCong as given.
+func (op *batchOp) preparedFor(ms []Message, skipCong bool) bool {
+	if len(ms) != len(op.bufs) || skipCong != op.skipCong {
+		return false
+	}
+	bufs := op.bufs[:len(ms)]
+	for i := range ms {
+		m, b := &ms[i], &bufs[i]
+		if unsafe.SliceData(m.Buffer) != b.buf || len(m.Buffer) != b.bufLen || unsafe.SliceData(m.OOB) != b.oob || len(m.OOB) != b.oobLen {
+			return false
+		}
+	}
+	return true
+}
+
+// reset readies a prepared op for a call with flags.
+func (op *batchOp) reset(flags int) {
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
 	op.waitCong = false
 	op.spin = busySpin{}
 	op.n, op.errno = 0, 0
-	return op, nil
 }
 
 // putBatch drops the references to the caller's buffers before pooling.
@@ -277,7 +364,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if len(ms) == 0 {
 		return 0, nil
 	}
-	op, err := getBatch(ms, flags, false, c.ownsCongNotices())
+	op, err := c.getReadBatch(ms, flags, c.ownsCongNotices())
 	if err != nil {
 		return 0, opError("read", c.LocalAddr(), nil, err)
 	}
@@ -288,7 +375,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)
 	}
-	putBatch(op)
+	c.putReadBatch(op)
 	switch {
 	case perr != nil:
 		return 0, opError("read", c.LocalAddr(), nil, c.pollErr(perr))

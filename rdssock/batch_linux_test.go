@@ -55,6 +55,59 @@ func TestReadWriteBatch(t *testing.T) {
 	}
 }
 
+// TestReadBatchKeptOp: the op a Conn keeps for ReadBatch stays prepared
+// for the buffers of its last call, with the header fields recvmmsg wrote
+// restored, and a call with another buffer in some slot, or a shorter
+// one, receives into that one.
+func TestReadBatchKeptOp(t *testing.T) {
+	a, b := pair(t)
+	ms := make([]Message, 2)
+	for i := range ms {
+		ms[i].Buffer, ms[i].OOB = make([]byte, 16), make([]byte, 64)
+	}
+	roundTrip := func(msgs ...string) {
+		t.Helper()
+		for _, m := range msgs {
+			if _, err := a.WriteMsg([]byte(m), nil, noAddr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := b.ReadBatch(context.Background(), ms, 0)
+		if err != nil || n != len(msgs) {
+			t.Fatalf("ReadBatch = %d, %v; want %d", n, err, len(msgs))
+		}
+		for i, want := range msgs {
+			if got := string(ms[i].Buffer[:ms[i].N]); got != want[:min(len(want), len(ms[i].Buffer))] {
+				t.Errorf("message %d: %q, want %q", i, got, want)
+			}
+		}
+		op := b.readBatch
+		if op == nil || !op.preparedFor(ms, op.skipCong) {
+			t.Fatal("the kept op is not prepared for the buffers of the call")
+		}
+		for i := range op.hdrs {
+			h := &op.hdrs[i]
+			if h.hdr.Namelen != unix.SizeofSockaddrInet6 || int(h.hdr.Controllen) != op.ctlLens[i] || h.hdr.Flags != 0 || h.len != 0 {
+				t.Errorf("header %d after the call: namelen %d, controllen %d (want %d), flags %#x, len %d",
+					i, h.hdr.Namelen, h.hdr.Controllen, op.ctlLens[i], h.hdr.Flags, h.len)
+			}
+		}
+	}
+	roundTrip("one", "two")
+	roundTrip("three", "four")
+	old := ms[1].Buffer
+	ms[1].Buffer = make([]byte, 16)
+	roundTrip("five", "six")
+	if string(old[:3]) != "fou" {
+		t.Errorf("the slot's earlier buffer was written: %q", old[:4])
+	}
+	ms[0].Buffer = ms[0].Buffer[:3]
+	roundTrip("seven")
+	if ms[0].Flags&unix.MSG_TRUNC == 0 {
+		t.Errorf("a 5-byte message in a 3-byte buffer: flags %#x, want MSG_TRUNC", ms[0].Flags)
+	}
+}
+
 func TestReadBatchTruncationInFlags(t *testing.T) {
 	a, b := pair(t)
 	if _, err := a.WriteMsg([]byte("0123456789"), nil, noAddr); err != nil {

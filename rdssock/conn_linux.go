@@ -36,6 +36,12 @@ type Conn struct {
 	// set while a call uses op[i] (allocated by its first user).
 	op     [2]*msgOp
 	opBusy [2]atomic.Bool
+	// The op kept for ReadBatch, likewise. Its headers stay prepared for
+	// the buffers of its last call (so it keeps them reachable until the
+	// next call with others): a loop that reads into the same messages
+	// call after call prepares them once.
+	readBatch     *batchOp
+	readBatchBusy atomic.Bool
 
 	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
 }
