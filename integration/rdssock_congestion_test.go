@@ -48,8 +48,9 @@ func congestedPair(t *testing.T, senderCfg *rdssock.Config) (a, b *rdssock.Conn)
 
 // TestIntegrationRdssockWaitCongested: with Config.WaitCongested a sender
 // facing a slow receiver never sees ErrCongested, the kernel did report
-// congestion (cong_send_error rises), every message arrives in order, and
-// the waits allocate nothing per message.
+// congestion (cong_send_error rises, and CongestedSends counts the sends
+// that met it), every message arrives in order, and the waits allocate
+// nothing per message.
 //
 // A stale-congestion hit (see senderStuck) does not skip the assertions:
 // the run is repeated on a fresh port pair, and the test fails if every one
@@ -139,6 +140,11 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 	waits := counter(t, after, "cong_send_error") - counter(t, before, "cong_send_error")
 	if waits == 0 {
 		t.Fatalf("the sender never met congestion (cong_send_error did not rise); the test proves nothing")
+	}
+	// Each WriteMsg that met congestion counts once, however often the
+	// kernel refused it before it went through.
+	if n := a.CongestedSends(); n == 0 || n > waits {
+		t.Errorf("CongestedSends = %d; want 1 to %d (the kernel's cong_send_error count)", n, waits)
 	}
 	// The sender goroutine's sends are the only work in the process while
 	// it runs, apart from the receive loop, which allocates nothing either.
@@ -252,6 +258,11 @@ func TestIntegrationRdssockWaitCongestedDeadline(t *testing.T) {
 	a.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
 	if n, err := a.WriteBatch(context.Background(), batch, 0); !errors.Is(err, os.ErrDeadlineExceeded) || n != 0 {
 		t.Fatalf("WriteBatch to a congested port = %d, %v; want 0 and a deadline error", n, err)
+	}
+	// The WriteMsg that waited until its deadline and the WriteBatch met
+	// the congestion, and so may earlier sends that went through.
+	if n := a.CongestedSends(); n < 2 {
+		t.Errorf("CongestedSends = %d after a send and a batch waited for a congested port; want at least 2", n)
 	}
 
 	// Drain: every message accepted before the deadline is there, in order.

@@ -33,6 +33,7 @@ type batchOp struct {
 	flags       int
 	dontWait    bool
 	waitCong    bool
+	sawCong     bool // see msgOp
 	spin        busySpin
 	n           int
 	errno       unix.Errno
@@ -190,7 +191,7 @@ func (op *batchOp) preparedFor(ms []Message, skipCong bool) bool {
 func (op *batchOp) reset(flags int) {
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
-	op.waitCong = false
+	op.waitCong, op.sawCong = false, false
 	op.spin = busySpin{}
 	op.n, op.errno = 0, 0
 }
@@ -333,6 +334,7 @@ func (op *batchOp) doSend(fd uintptr) bool {
 		case e == unix.EINTR:
 			continue
 		case e == unix.ENOBUFS && op.waitCong:
+			op.sawCong = true
 			return false // congested: wait, keeping the messages sent so far
 		case op.n > 0:
 			return true // report the messages sent; the next call meets the error
@@ -416,6 +418,9 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 	n, errno := op.n, op.errno
 	for i := range n {
 		ms[i].N = int(op.hdrs[i].len)
+	}
+	if op.sawCong || errno == unix.ENOBUFS {
+		c.congestedSends.Add(1)
 	}
 	putBatch(op)
 	switch {

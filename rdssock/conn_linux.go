@@ -44,6 +44,8 @@ type Conn struct {
 	readBatchBusy atomic.Bool
 
 	warm warmUps // automatic warm-ups (Config.NoAutoWarmUp)
+
+	congestedSends atomic.Uint64 // see CongestedSends
 }
 
 // Socket creates an unbound RDS socket with cfg applied (nil means

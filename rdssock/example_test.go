@@ -161,6 +161,24 @@ func ExampleConfig_waitCongested() {
 	}
 }
 
+// How often a fast sender found its receiver's port congested: with
+// WaitCongested those sends waited, and CongestedSends counts them.
+func ExampleConn_CongestedSends() {
+	c, err := rdssock.Listen(netip.MustParseAddrPort("10.0.0.1:4000"), &rdssock.Config{WaitCongested: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	peer := netip.MustParseAddrPort("10.0.0.2:4000")
+	msg := make([]byte, 1024)
+	for range 100000 {
+		if _, err := c.WriteMsg(msg, nil, peer); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Printf("%d of 100000 sends waited for a congested port\n", c.CongestedSends())
+}
+
 // A request/response client that busy-polls for the answer for up to
 // 50 µs before it waits in the poller.
 func ExampleConfig_busyPoll() {

@@ -34,6 +34,7 @@ type msgOp struct {
 	flags    int
 	dontWait bool
 	waitCong bool // wait in the poller when the destination is congested
+	sawCong  bool // the kernel refused the send as congested (ENOBUFS)
 	spin     busySpin
 	n        int
 	errno    unix.Errno
@@ -102,7 +103,7 @@ func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
 	op.skipCong = false
 	op.flags = flags
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
-	op.waitCong = false
+	op.waitCong, op.sawCong = false, false
 	op.spin = busySpin{}
 	op.n, op.errno = 0, 0
 	return op
@@ -250,8 +251,11 @@ func (op *msgOp) doSend(fd uintptr) bool {
 		if e == unix.EINTR {
 			continue
 		}
-		if e == unix.ENOBUFS && op.waitCong {
-			return false // congested: the monitor's update wakes the poller
+		if e == unix.ENOBUFS {
+			op.sawCong = true
+			if op.waitCong {
+				return false // congested: the monitor's update wakes the poller
+			}
 		}
 		if e == unix.EAGAIN && !op.dontWait {
 			if !writable(fd) {
@@ -450,6 +454,9 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
 	perr := c.tryThenWait(ctx, true, op)
 	n, errno := op.n, op.errno
+	if op.sawCong {
+		c.congestedSends.Add(1)
+	}
 	c.putOp(true, op)
 	switch {
 	case perr != nil:
@@ -464,6 +471,13 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 	}
 	return n, nil
 }
+
+// CongestedSends returns how many sends on c found their destination
+// port congested: the kernel refused them with ENOBUFS, and they either
+// waited until the port was free (Config.WaitCongested) or returned
+// ErrCongested. A send that was refused several times before it went
+// through counts once, and so does a WriteBatch call.
+func (c *Conn) CongestedSends() uint64 { return c.congestedSends.Load() }
 
 // sameDest points the op's header at destination to if sa holds it
 // already, from the op's previous send; else setDest encodes it.

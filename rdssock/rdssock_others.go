@@ -130,5 +130,8 @@ func (c *Conn) WriteBatch(ctx context.Context, ms []Message, flags int) (int, er
 // WarmUpTimeouts returns 0: RDS needs Linux.
 func (c *Conn) WarmUpTimeouts() uint64 { return 0 }
 
+// CongestedSends returns 0: RDS needs Linux.
+func (c *Conn) CongestedSends() uint64 { return 0 }
+
 // WarmUp fails: RDS needs Linux.
 func WarmUp(ctx context.Context, local, peer netip.Addr, cfg *Config) error { return notLinux() }
