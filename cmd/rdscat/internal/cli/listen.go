@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -208,37 +207,33 @@ func writeFileAtomic(name, data string) error {
 // sendRetry sends one message, waiting for up to wait while the
 // destination port is congested or the send buffer is full.
 func sendRetry(e *env, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration) error {
-	return sendWait(e.ctx, c, b, to, wait, nil)
+	return sendWait(e.ctx, c, b, to, wait)
 }
 
-// sendWait sends b to `to`. The common case is one non-blocking sendmsg
-// that allocates nothing. When the port is congested (counted in
-// congested, if given), the send buffer is full, or the connection is still
-// being warmed up, it waits in the runtime poller for up to wait (0: until
-// ctx ends): rdscat's sockets use Config.WaitCongested, so the kernel's
-// congestion update wakes the send, as it wakes a blocking C socket.
-func sendWait(ctx context.Context, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration, congested *atomic.Uint64) error {
-	_, err := c.WriteMsgContext(ctx, b, nil, to, unix.MSG_DONTWAIT)
-	if err == nil {
-		return nil
-	}
-	switch {
-	case errors.Is(err, rdssock.ErrCongested):
-		if congested != nil {
-			congested.Add(1)
-		}
-	case errors.Is(err, unix.EAGAIN):
-	default:
-		return explain(err, to)
-	}
+// sendWait sends b to `to`, allocating nothing in the common case. When
+// the port is congested, the send buffer is full, or the connection is
+// still being warmed up, it waits in the runtime poller for up to wait (0:
+// until ctx ends): rdscat's sockets use Config.WaitCongested, so the
+// kernel's congestion update wakes the send, as it wakes a blocking C
+// socket, and the Conn counts such sends (CongestedSends). Without a
+// bound the send simply waits; with one, a non-blocking try comes first,
+// so that the bound's context is made only for a send that must wait.
+func sendWait(ctx context.Context, c *rdssock.Conn, b []byte, to netip.AddrPort, wait time.Duration) error {
 	wctx := ctx
 	if wait > 0 {
+		_, err := c.WriteMsgContext(ctx, b, nil, to, unix.MSG_DONTWAIT)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, rdssock.ErrCongested) && !errors.Is(err, unix.EAGAIN):
+			return explain(err, to)
+		}
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
 	for backoff := 100 * time.Microsecond; ; {
-		_, err = c.WriteMsgContext(wctx, b, nil, to, 0)
+		_, err := c.WriteMsgContext(wctx, b, nil, to, 0)
 		switch {
 		case err == nil:
 			return nil

@@ -144,7 +144,7 @@ func (s *sender) report() *senderReport {
 	rep := &senderReport{
 		Mode: o.mode, Source: s.tasks[0].c.LocalAddrPort().Addr().String(), Dest: s.dst.String(), Transport: tr.String(),
 		Tasks: o.tasks, Depth: o.depth, Size: int(o.size),
-		Sent: s.msgs.Load(), SentBytes: s.bytes.Load(), Congested: s.congested.Load(), Errors: s.errs.Load(),
+		Sent: s.msgs.Load(), SentBytes: s.bytes.Load(), Congested: s.congestedSends(), Errors: s.errs.Load(),
 	}
 	if o.mode == "rr" {
 		rep.AckSize = int(o.ackSize)
@@ -221,7 +221,7 @@ func snapshot(s *sender, r *receiver) liveSnap {
 	if s != nil {
 		x.sender = true
 		x.sent, x.sentBytes, x.inflight = s.msgs.Load(), s.bytes.Load(), s.inflight.Load()
-		x.congested, x.errs = s.congested.Load(), s.errs.Load()
+		x.congested, x.errs = s.congestedSends(), s.errs.Load()
 	}
 	if r != nil {
 		x.receiver = true

@@ -39,7 +39,7 @@ type sender struct {
 	start time.Time
 	end   atomic.Int64 // UnixNano when the last task stopped sending
 
-	msgs, bytes, congested, errs, inflight atomic.Uint64
+	msgs, bytes, errs, inflight atomic.Uint64
 }
 
 // defaultSendRoom is what RDS lets a socket queue with the kernel's default
@@ -98,6 +98,16 @@ func (o *stressOpts) newSender(dst netip.AddrPort) (*sender, error) {
 		}
 	}
 	return s, nil
+}
+
+// congestedSends is how many of the tasks' sends found the receiver's port
+// congested (and waited).
+func (s *sender) congestedSends() uint64 {
+	var n uint64
+	for _, t := range s.tasks {
+		n += t.c.CongestedSends()
+	}
+	return n
 }
 
 func (s *sender) close() {
@@ -195,7 +205,7 @@ func (s *sender) sendAll(sendCtx context.Context, t *senderTask) (unanswered int
 		}
 		h := stressHdr{typ: typ, task: t.id, run: s.runID, seq: t.sent, ts: monoNow(), aux: uint32(o.ackSize)}
 		h.put(msg)
-		if err = sendWait(sendCtx, t.c, msg, t.dst, 0, &s.congested); err != nil {
+		if err = sendWait(sendCtx, t.c, msg, t.dst, 0); err != nil {
 			break
 		}
 		t.sent++
