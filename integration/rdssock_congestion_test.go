@@ -151,7 +151,7 @@ func waitCongestedRun(t *testing.T, a, b *rdssock.Conn) bool {
 	if mallocs > msgs/20 {
 		t.Errorf("%d sends that waited out congestion %d times allocated %d objects", msgs, waits, mallocs)
 	}
-	t.Logf("%d messages, %d congested sends waited, %d allocations", msgs, waits, mallocs)
+	t.Logf("%d messages, %d refused for congestion (%d sends), %d allocations", msgs, waits, a.CongestedSends(), mallocs)
 	return true
 }
 
