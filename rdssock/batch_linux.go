@@ -254,33 +254,56 @@ func (op *batchOp) rearm(n int) {
 // (smaller buffers there), nothing moves: each notice then stays as an
 // entry with N and NN 0, no Flags and a zero Addr.
 func (op *batchOp) fill(ms []Message, n int) int {
-	compact := op.skipCong && op.fitsCompacted(ms, n)
+	if !op.skipCong || !op.anyCongNotice(n) {
+		// Nothing to leave out, the common case: each message stays.
+		for i := range n {
+			op.fillOne(ms, i, i)
+		}
+		return n
+	}
+	compact := op.fitsCompacted(ms, n)
 	out := 0
 	for i := range n {
-		h := &op.hdrs[i]
-		if op.skipCong && op.isCongNotice(i) {
+		if op.isCongNotice(i) {
 			if !compact {
 				ms[i].N, ms[i].NN, ms[i].Flags, ms[i].Addr = 0, 0, 0, netip.AddrPort{}
 				out++
 			}
 			continue
 		}
-		m := &ms[out]
-		m.N, m.NN, m.Flags = int(h.len), int(h.hdr.Controllen), int(h.hdr.Flags)
-		m.Addr = op.addrs[i].getZone(h.hdr.Namelen, op.numericZone)
-		if out != i {
-			copy(m.Buffer, ms[i].Buffer[:min(m.N, len(ms[i].Buffer))])
-		}
-		if ctl := op.control(ms, i); out != i || op.ownControl(ms, i) {
-			if len(ctl) > len(m.OOB) {
-				m.NN, m.Flags = 0, m.Flags|unix.MSG_CTRUNC // as the kernel says it
-			} else {
-				m.NN = copy(m.OOB, ctl)
-			}
-		}
+		op.fillOne(ms, i, out)
 		out++
 	}
 	return out
+}
+
+// fillOne sets ms[out] from receive i (out <= i), moving the data and
+// control data down if out is an earlier slot.
+func (op *batchOp) fillOne(ms []Message, i, out int) {
+	h, m := &op.hdrs[i], &ms[out]
+	m.N, m.NN, m.Flags = int(h.len), int(h.hdr.Controllen), int(h.hdr.Flags)
+	m.Addr = op.addrs[i].getZone(h.hdr.Namelen, op.numericZone)
+	if out != i {
+		copy(m.Buffer, ms[i].Buffer[:min(m.N, len(ms[i].Buffer))])
+	}
+	if out != i || op.ownControl(ms, i) {
+		if ctl := op.control(ms, i); len(ctl) > len(m.OOB) {
+			m.NN, m.Flags = 0, m.Flags|unix.MSG_CTRUNC // as the kernel says it
+		} else {
+			m.NN = copy(m.OOB, ctl)
+		}
+	}
+}
+
+// anyCongNotice reports whether a congestion notice is among the first n
+// receives.
+func (op *batchOp) anyCongNotice(n int) bool {
+	for i := range n {
+		if op.isCongNotice(i) {
+			return true
+		}
+	}
+	return false
 }
 
 // ownControl reports whether ms[i]'s control data went to the op's own
