@@ -15,7 +15,7 @@
 // -usec, slowly enough that the receiver waits for each. The receiver,
 // under callgrind, is either the C loop of the stress baseline (ppoll,
 // then recvmsg until EAGAIN) or rdssock's TestInstrReadWait reading with
-// ReadMsg or ReadMsgContext (-modes), or making the C loop's system calls
+// ReadMsg, ReadMsgContext or ReadBatch (-modes), or making the C loop's system calls
 // raw from Go: the floor, what Go itself costs without rdssock. Each
 // receiver runs twice, for -n1 and for -n2 messages; the difference
 // divided by n2-n1 is the count per message, free of start-up costs.
