@@ -395,7 +395,10 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	}
 	op.numericZone = c.otherNS
 	op.spin.limit = time.Duration(c.busyPoll.Load())
-	perr := c.wait(ctx, false, &op.recvWait)
+	if ctx == context.Background() {
+		ctx = nil // as for ReadMsg: no context to watch
+	}
+	perr := c.recvWait(ctx, nil, &op.recvWait)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)

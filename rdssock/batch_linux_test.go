@@ -5,8 +5,12 @@ package rdssock
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -106,6 +110,66 @@ func TestReadBatchKeptOp(t *testing.T) {
 	if ms[0].Flags&unix.MSG_TRUNC == 0 {
 		t.Errorf("a 5-byte message in a 3-byte buffer: flags %#x, want MSG_TRUNC", ms[0].Flags)
 	}
+}
+
+// TestReadBatchWaits: a ReadBatch that waits is woken by a message, by
+// the end of its context (the second call with one context waits
+// without registering with the deadline mux), by the read deadline, and
+// by Close.
+func TestReadBatchWaits(t *testing.T) {
+	a, b := pair(t)
+	ms := []Message{{Buffer: make([]byte, 16)}, {Buffer: make([]byte, 16)}}
+	type result struct {
+		n   int
+		err error
+	}
+	read := func(ctx context.Context) chan result {
+		got := make(chan result, 1)
+		go func() {
+			n, err := b.ReadBatch(ctx, ms, 0)
+			got <- result{n, err}
+		}()
+		return got
+	}
+	expect := func(got chan result, n int, want error) {
+		t.Helper()
+		select {
+		case r := <-got:
+			if r.n != n || !errors.Is(r.err, want) {
+				t.Fatalf("ReadBatch = %d, %v; want %d, %v", r.n, r.err, n, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("ReadBatch still waiting after 5s")
+		}
+	}
+	mux := &b.readDeadline
+	state := func() (lockless int32, waiters int) {
+		mux.mu.Lock()
+		defer mux.mu.Unlock()
+		return mux.lockless.Load(), len(mux.waiters)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := read(ctx)
+	waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
+	if _, err := a.WriteMsg([]byte("one"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	expect(got, 1, nil)
+	got = read(ctx)
+	waitFor(t, "a lockless wait", func() bool { l, w := state(); return l == 1 && w == 0 })
+	cancel()
+	expect(got, 0, context.Canceled)
+
+	b.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	expect(read(context.Background()), 0, os.ErrDeadlineExceeded)
+	b.SetReadDeadline(time.Time{})
+
+	got = read(context.Background())
+	waitFor(t, "a solo wait", b.k.soloBusy.Load)
+	b.Close()
+	expect(got, 0, net.ErrClosed)
 }
 
 func TestReadBatchTruncationInFlags(t *testing.T) {

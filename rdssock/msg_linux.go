@@ -383,12 +383,10 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	if ownCtl {
 		op.useOwnControl()
 	}
-	var perr error
-	if ctx == nil || ctx == context.Background() { // rdmaops' reads without a context
-		perr = c.recvWait(op)
-	} else {
-		perr = c.tryThenWait(ctx, false, op)
+	if ctx == context.Background() { // rdmaops' reads without a context
+		ctx = nil
 	}
+	perr := c.recvWait(ctx, op, &op.recvWait)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
@@ -530,42 +528,81 @@ func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
 	return c.waitAfterTry(ctx, write, ow)
 }
 
-// recvWait is tryThenWait for a receive with no context that can end,
-// written out: it tries, then waits as the socket's solo waiter, calling
-// doRecv directly; a wait that must park, or that the shared way of
-// waiting or the deadline mux must handle, goes on as waitAfterTry does.
-// It spares each waiting read four calls and an atomic add and subtract.
-func (c *Conn) recvWait(op *msgOp) error {
-	k := c.k
-	if !k.acquire() {
-		return c.waitAfterTry(nil, false, &op.recvWait) // reports the closed socket
-	}
-	if op.doRecv(uintptr(k.fd)) {
-		k.release()
-		return nil
-	}
-	if !k.soloBusy.CompareAndSwap(false, true) {
-		k.release()
-		return c.waitAfterTry(nil, false, &op.recvWait)
-	}
-	done, park, err := k.soloSleep(op, nil, false)
-	k.soloBusy.Store(false)
-	k.release()
-	switch {
-	case done && err == nil:
-		return nil
-	case park:
-		err = k.parkedWait(op.recv, false)
-		if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-			return err
-		}
-	case done && !errors.Is(err, os.ErrDeadlineExceeded):
+// recvWait is tryThenWait for a receive, written out: it tries, then
+// waits as the socket's solo waiter, calling op's doRecv directly (or
+// ow's callback if op is nil: a batch). That is the
+// way of a read with no context (ctx nil) and of one whose context the
+// read deadline mux watches already, as a loop that reads with the same
+// context call after call finds it: such a wait relies on the mux's
+// standing registration without its lock (see waitContext), and the
+// context's end wakes it with a deadline in the past. A wait that must
+// register, park, or go the shared way, or that a deadline woke, goes on
+// as waitAfterTry does. It spares each waiting read four calls or more.
+func (c *Conn) recvWait(ctx context.Context, op *msgOp, ow *opWait) error {
+	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	// A deadline passed (the application's, or a stale one the deadline
-	// mux applies again), or the shared way must go on: waitAfterTry
-	// tells which deadline and handles both.
-	return c.waitAfterTry(nil, false, &op.recvWait)
+	k := c.k
+	if !k.acquire() {
+		return c.waitAfterTry(ctx, false, ow) // reports the closed socket
+	}
+	var ok bool
+	if op != nil {
+		ok = op.doRecv(uintptr(k.fd))
+	} else {
+		ok = ow.f(uintptr(k.fd))
+	}
+	if ok {
+		k.release()
+		return nil
+	}
+	mux := &c.readDeadline
+	lockless := false
+	if ctx != nil {
+		if done := ctx.Done(); done != nil {
+			if !mux.enterLockless(done) {
+				k.release()
+				return c.waitContext(ctx, done, false, ow) // registers
+			}
+			lockless = true
+			if mux.stale.Load() {
+				mux.refresh()
+			}
+			if err := ctx.Err(); err != nil {
+				k.release()
+				mux.leaveLockless(ctx)
+				return err
+			}
+		}
+	}
+	var err error
+	if k.soloBusy.CompareAndSwap(false, true) {
+		var done, park bool
+		done, park, err = k.soloSleep(op, ow.f, false)
+		k.soloBusy.Store(false)
+		k.release()
+		switch {
+		case park:
+			err = k.parkedWait(ow.f, false)
+			done = err == nil || !errors.Is(err, os.ErrDeadlineExceeded)
+		case done:
+			done = err == nil || !errors.Is(err, os.ErrDeadlineExceeded)
+		}
+		if !done {
+			// A deadline passed (the application's, a stale one the
+			// mux applies again, or the one that says ctx ended), or
+			// the shared way must go on: waitOn tells which and
+			// handles each.
+			err = c.waitOn(ctx, mux, false, ow)
+		}
+	} else {
+		k.release()
+		err = c.waitOn(ctx, mux, false, ow)
+	}
+	if lockless {
+		mux.leaveLockless(ctx)
+	}
+	return err
 }
 
 // pollErr normalises an error from the runtime poller: after Close it is
