@@ -235,14 +235,19 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 // enterLockless counts a wait with the context whose Done channel is done
 // as relying on the standing registration without the lock, if it may: the
 // context is watched and, as the caller checks after this returns true,
-// has not ended. leaveLockless undoes it.
+// has not ended. A stale deadline that an earlier registered wait left
+// (the context's own, or another's) would only make each such wait read
+// the clock; it is withdrawn, once. leaveLockless undoes the count.
 func (m *deadlineMux) enterLockless(done <-chan struct{}) bool {
 	m.lockless.Add(1)
-	if m.watchedID.Load() == chanID(done) {
-		return true
+	if m.watchedID.Load() != chanID(done) {
+		m.lockless.Add(-1)
+		return false
 	}
-	m.lockless.Add(-1)
-	return false
+	if m.stale.Load() {
+		m.refresh()
+	}
+	return true
 }
 
 // leaveLockless ends a lockless wait with ctx. The last one to leave after
@@ -385,12 +390,7 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 		// ctx is watched already: the wait neither registers nor takes
 		// the mux's lock. When ctx ends (canceled, or its deadline
 		// passed), the mux applies a deadline in the past, which wakes
-		// it. A stale deadline that an earlier registered wait left
-		// would only make each wait read the clock; it is withdrawn
-		// once.
-		if mux.stale.Load() {
-			mux.refresh()
-		}
+		// it.
 		err := ctx.Err()
 		if err == nil {
 			err = c.waitOn(ctx, mux, write, ow)

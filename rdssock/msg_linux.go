@@ -450,7 +450,7 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 		}
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.tryThenWait(ctx, true, op)
+	perr := c.sendOrWait(ctx, op)
 	n, errno := op.n, op.errno
 	if op.sawCong {
 		c.congestedSends.Add(1)
@@ -503,41 +503,32 @@ func (op *msgOp) setDest(to netip.AddrPort) error {
 	return nil
 }
 
-// tryThenWait is Conn.wait for a msgOp: its try outside the poller calls
-// doRecv or doSend directly rather than through the bound function value.
-func (c *Conn) tryThenWait(ctx context.Context, write bool, op *msgOp) error {
+// sendOrWait is Conn.wait for a msgOp's send: its try outside the poller
+// calls doSend directly rather than through the bound function value.
+func (c *Conn) sendOrWait(ctx context.Context, op *msgOp) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
-	ow := &op.recvWait
-	if write {
-		ow = &op.sendWait
-	}
 	if c.k.acquire() {
-		var ok bool
-		if write {
-			ok = op.doSend(uintptr(c.k.fd))
-		} else {
-			ok = op.doRecv(uintptr(c.k.fd))
-		}
+		ok := op.doSend(uintptr(c.k.fd))
 		c.k.release()
 		if ok {
 			return nil
 		}
 	}
-	return c.waitAfterTry(ctx, write, ow)
+	return c.waitAfterTry(ctx, true, &op.sendWait)
 }
 
-// recvWait is tryThenWait for a receive, written out: it tries, then
-// waits as the socket's solo waiter, calling op's doRecv directly (or
-// ow's callback if op is nil: a batch). That is the
-// way of a read with no context (ctx nil) and of one whose context the
-// read deadline mux watches already, as a loop that reads with the same
-// context call after call finds it: such a wait relies on the mux's
-// standing registration without its lock (see waitContext), and the
-// context's end wakes it with a deadline in the past. A wait that must
-// register, park, or go the shared way, or that a deadline woke, goes on
-// as waitAfterTry does. It spares each waiting read four calls or more.
+// recvWait is Conn.wait for a receive, written out: it tries, then waits
+// as the socket's solo waiter, calling op's doRecv directly (or ow's
+// callback if op is nil: a batch). That is the way of a read with no
+// context (ctx nil) and of one whose context the read deadline mux
+// watches already, as a loop that reads with the same context call after
+// call finds it: such a wait relies on the mux's standing registration
+// without its lock (see waitContext), and the context's end wakes it with
+// a deadline in the past. A wait that must register, park, or go the
+// shared way, or that a deadline woke, goes on as waitAfterTry does. It
+// spares each waiting read four calls or more.
 func (c *Conn) recvWait(ctx context.Context, op *msgOp, ow *opWait) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -565,9 +556,6 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, ow *opWait) error {
 				return c.waitContext(ctx, done, false, ow) // registers
 			}
 			lockless = true
-			if mux.stale.Load() {
-				mux.refresh()
-			}
 			if err := ctx.Err(); err != nil {
 				k.release()
 				mux.leaveLockless(ctx)
