@@ -189,7 +189,7 @@ func (op *batchOp) preparedFor(ms []Message, skipCong bool) bool {
 
 // reset readies a prepared op for a call with flags.
 func (op *batchOp) reset(flags int) {
-	op.flags = flags
+	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
 	op.waitCong, op.sawCong = false, false
 	op.spin = busySpin{}

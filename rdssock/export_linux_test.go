@@ -3,7 +3,11 @@
 package rdssock
 
 import (
+	"context"
+	"errors"
+	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -15,7 +19,7 @@ import (
 // The message path (sendmsg/recvmsg with our own msghdr) is the same as for
 // AF_RDS, so hosts without RDS can test it.
 func socketpairConns() (*Conn, *Conn, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0) // blocking, as kernelSocket makes them
 	if err != nil {
 		return nil, nil, err
 	}
@@ -62,4 +66,131 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// BlockingSoloReadScenario checks that b's solo read sleeps in recvmsg
+// itself, and that a message from a (sent to to), a deadline change, a
+// context's end and Close each end that sleep at once, where without the
+// wake-up the read would sleep the whole (here 20 s) slice. A wake-up
+// leaves O_NONBLOCK behind, which the next sleep clears; I/O through the
+// RawConn makes the descriptor non-blocking for good, and reads then sleep
+// in ppoll. It closes b.
+func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
+	defer setGOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))()
+	restore := setSleepLimits(40 * time.Second)
+	defer restore()
+	old := blockSlice
+	blockSlice = 20 * time.Second
+	defer func() { blockSlice = old }()
+
+	type result struct {
+		msg string
+		err error
+	}
+	read := func(ctx context.Context) chan result {
+		got := make(chan result, 1)
+		go func() {
+			buf := make([]byte, 16)
+			var n int
+			var err error
+			if ctx == nil {
+				n, _, _, _, err = b.ReadMsg(buf, nil)
+			} else {
+				n, _, _, _, err = b.ReadMsgContext(ctx, buf, nil, 0)
+			}
+			got <- result{string(buf[:n]), err}
+		}()
+		return got
+	}
+	blocked := func() {
+		t.Helper()
+		waitFor(t, "a read sleeping in recvmsg", func() bool { return b.k.blockTid.Load() != 0 })
+	}
+	expect := func(got chan result, msg string, want error) {
+		t.Helper()
+		select {
+		case r := <-got:
+			if r.msg != msg || !errors.Is(r.err, want) {
+				t.Fatalf("read: %q, %v; want %q, %v", r.msg, r.err, msg, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a read still sleeping after 5s: the wake-up did not reach it")
+		}
+	}
+
+	got := read(nil)
+	blocked()
+	if _, err := a.WriteMsg([]byte("one"), nil, to); err != nil {
+		t.Fatal(err)
+	}
+	expect(got, "one", nil)
+
+	got = read(nil)
+	blocked()
+	b.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	expect(got, "", os.ErrDeadlineExceeded)
+	if !b.k.wakeNB.Load() {
+		t.Fatal("the deadline's wake-up did not go through O_NONBLOCK")
+	}
+	b.SetReadDeadline(time.Time{})
+
+	// The next sleep clears the wake-up's O_NONBLOCK and sleeps again.
+	got = read(nil)
+	blocked()
+	if b.k.wakeNB.Load() || isNonblocking(b.k.fd) {
+		t.Fatal("a read sleeps in recvmsg with O_NONBLOCK still set")
+	}
+	if _, err := a.WriteMsg([]byte("two"), nil, to); err != nil {
+		t.Fatal(err)
+	}
+	expect(got, "two", nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, msg := range []string{"three", "four"} {
+		got = read(ctx)
+		if i == 0 {
+			// The first wait with ctx registers it with the read
+			// deadline's mux, in the shared way.
+			time.Sleep(20 * time.Millisecond)
+		} else {
+			blocked() // a lockless wait
+		}
+		if _, err := a.WriteMsg([]byte(msg), nil, to); err != nil {
+			t.Fatal(err)
+		}
+		expect(got, msg, nil)
+	}
+	got = read(ctx)
+	blocked()
+	cancel()
+	expect(got, "", context.Canceled)
+
+	// RawConn I/O: non-blocking for good, and no more sleeps in recvmsg.
+	rc, err := b.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Write(func(uintptr) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if !b.k.stayNB.Load() || !isNonblocking(b.k.fd) {
+		t.Fatal("RawConn.Write left the descriptor blocking")
+	}
+	got = read(nil)
+	time.Sleep(20 * time.Millisecond)
+	if b.k.blockTid.Load() != 0 {
+		t.Fatal("a read sleeps in recvmsg on a descriptor kept non-blocking")
+	}
+	if _, err := a.WriteMsg([]byte("five"), nil, to); err != nil {
+		t.Fatal(err)
+	}
+	expect(got, "five", nil)
+	b.k.stayNB.Store(false) // as if new: Close must wake a sleep in recvmsg
+	unix.SetNonblock(b.k.fd, false)
+
+	got = read(nil)
+	blocked()
+	b.Close()
+	expect(got, "", net.ErrClosed)
 }

@@ -63,7 +63,7 @@ func TestInstrReadWait(t *testing.T) {
 // timeout context, or raw system calls (floor).
 func readWaiting(t *testing.T, fd int, mode string, n int) {
 	t.Helper()
-	if err := unix.SetNonblock(fd, true); err != nil {
+	if err := unix.SetNonblock(fd, false); err != nil { // blocking, as kernelSocket makes them
 		t.Fatalf("fd %d: %v", fd, err)
 	}
 	c := newConn(newKfd(fd))
@@ -193,7 +193,7 @@ func TestInstrWrite(t *testing.T) {
 // pace.
 func writePaced(t *testing.T, fd int, mode string, n int, pace time.Duration) {
 	t.Helper()
-	if err := unix.SetNonblock(fd, true); err != nil {
+	if err := unix.SetNonblock(fd, false); err != nil { // blocking, as kernelSocket makes them
 		t.Fatalf("fd %d: %v", fd, err)
 	}
 	c := newConn(newKfd(fd))

@@ -750,3 +750,14 @@ func TestKfdCloseWaitsForCalls(t *testing.T) {
 		t.Errorf("second Close = %v, want net.ErrClosed", err)
 	}
 }
+
+// TestBlockingSoloRead: the solo read sleeps in recvmsg itself, and a
+// message, a deadline change, a context's end and Close each end that
+// sleep (BlockingSoloReadScenario). Over AF_UNIX, whose receive returns
+// EINTR when signalled, this cannot tell whether the wake-up set
+// O_NONBLOCK; over RDS, whose receive the kernel restarts, the
+// integration test TestIntegrationBlockingSoloRead can.
+func TestBlockingSoloRead(t *testing.T) {
+	a, b := pair(t)
+	BlockingSoloReadScenario(t, a, b, noAddr)
+}

@@ -101,7 +101,7 @@ func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
 	}
 	op.ctlLen = len(oob)
 	op.skipCong = false
-	op.flags = flags
+	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
 	op.waitCong, op.sawCong = false, false
 	op.spin = busySpin{}
@@ -154,8 +154,8 @@ func (s *busySpin) again() bool {
 }
 
 // doRecv runs recvmsg until it has a message for the caller; it reports
-// whether the poller may stop waiting. The socket is non-blocking, so the
-// call never sleeps and goes through RawSyscall (see sendmsg). A congestion
+// whether the poller may stop waiting. The call has MSG_DONTWAIT, so it
+// never sleeps and goes through RawSyscall (see sendmsg). A congestion
 // notice that belongs to the library is skipped.
 func (op *msgOp) doRecv(fd uintptr) bool {
 	for {
@@ -186,6 +186,35 @@ func (op *msgOp) doRecv(fd uintptr) bool {
 		}
 		return true
 	}
+}
+
+// recvBlocking is one recvmsg without MSG_DONTWAIT: the solo read's sleep
+// in the kernel (kfd.blockRecv), bounded by the socket's SO_RCVTIMEO. It
+// reports whether the op has its result; if not, e tells why: EAGAIN (a
+// wake-up, see kfd.wakeLocked; from an AF_UNIX socket also the timeout),
+// ETIMEDOUT (RDS's timeout), EINTR, or 0 for a congestion notice that
+// belongs to the library.
+func (op *msgOp) recvBlocking(fd uintptr) (done bool, e unix.Errno) {
+	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
+	op.hdr.Namelen = unix.SizeofSockaddrInet6
+	op.hdr.SetControllen(op.ctlLen)
+	op.hdr.Flags = 0
+	var n uintptr
+	if rawNoError {
+		n, _ = unix.RawSyscallNoError(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT))
+		n, e = rawResult(n)
+	} else {
+		n, _, e = syscall.RawSyscall6(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT), 0, 0, 0)
+	}
+	switch e {
+	case unix.EAGAIN, unix.ETIMEDOUT, unix.EINTR:
+		return false, e
+	}
+	if op.skipCong && e == 0 && isCongNotice(int(n), &op.hdr) {
+		return false, 0
+	}
+	op.n, op.errno = int(n), e
+	return true, e
 }
 
 // congNoticeSpace is the control data of a congestion notice: one
@@ -270,9 +299,10 @@ func (op *msgOp) doSend(fd uintptr) bool {
 	}
 }
 
-// sendmsg runs one sendmsg system call on the non-blocking socket fd.
+// sendmsg runs one sendmsg system call on socket fd; flags hold
+// MSG_DONTWAIT.
 //
-// The socket never sleeps in the kernel, so a message is sent with
+// The call never sleeps in the kernel, so a message is sent with
 // RawSyscall, which skips the scheduler's system-call hand-off: on a small
 // message that hand-off costs as much as the kernel's own work, and when
 // the call takes longer than sysmon's 20 µs the P goes to another thread

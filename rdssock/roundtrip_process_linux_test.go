@@ -115,7 +115,7 @@ func echoSide(tb testing.TB, fd int, mode string) (send func([]byte) error, recv
 			func(b []byte) (int, error) { return call(unix.SYS_RECVMSG, b) },
 			func() { unix.Close(fd) }
 	}
-	if err := unix.SetNonblock(fd, true); err != nil {
+	if err := unix.SetNonblock(fd, false); err != nil { // blocking, as kernelSocket makes them
 		tb.Fatal(err)
 	}
 	c := newConn(newKfd(fd))

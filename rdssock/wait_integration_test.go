@@ -151,3 +151,22 @@ func TestIntegrationWaiting(t *testing.T) {
 		t.Fatal("ReadMsg still waiting 5s after Close")
 	}
 }
+
+// TestIntegrationBlockingSoloRead: a read sleeping in recvmsg itself over
+// RDS (here its loopback transport) is woken by a message, a deadline
+// change, a context's end and Close. RDS restarts an interrupted receive,
+// so without the wake-up's O_NONBLOCK the read would sleep on for the
+// scenario's 20 s slice (see rdssock.BlockingSoloReadScenario).
+func TestIntegrationBlockingSoloRead(t *testing.T) {
+	vmtest.Require(t)
+	a, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdssock.BlockingSoloReadScenario(t, a, b, b.LocalAddrPort())
+}
