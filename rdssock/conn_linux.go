@@ -219,8 +219,11 @@ func (c *Conn) SetReadDeadline(t time.Time) error { return c.readDeadline.setUse
 func (c *Conn) SetWriteDeadline(t time.Time) error { return c.writeDeadline.setUser(t) }
 
 // SyscallConn returns the raw connection, for options this package does
-// not cover. It implements syscall.Conn. The descriptor must stay
-// non-blocking: the data path relies on it.
+// not cover. It implements syscall.Conn. The descriptor blocks (the
+// library passes MSG_DONTWAIT where it must not sleep); the raw
+// connection's Read and Write make it non-blocking for good before they
+// call their function, as such functions expect, and Control leaves it
+// as it is.
 func (c *Conn) SyscallConn() (syscall.RawConn, error) {
 	if c.closed.Load() {
 		return nil, opError("syscallconn", c.LocalAddr(), nil, net.ErrClosed)
