@@ -83,12 +83,8 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
 	blockSlice = 20 * time.Second
 	defer func() { blockSlice = old }()
 
-	type result struct {
-		msg string
-		err error
-	}
-	read := func(ctx context.Context) chan result {
-		got := make(chan result, 1)
+	read := func(ctx context.Context) chan readResult {
+		got := make(chan readResult, 1)
 		go func() {
 			buf := make([]byte, 16)
 			var n int
@@ -98,7 +94,7 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
 			} else {
 				n, _, _, _, err = b.ReadMsgContext(ctx, buf, nil, 0)
 			}
-			got <- result{string(buf[:n]), err}
+			got <- readResult{string(buf[:n]), err}
 		}()
 		return got
 	}
@@ -106,16 +102,9 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
 		t.Helper()
 		waitFor(t, "a read sleeping in recvmsg", func() bool { return b.k.blockTid.Load() != 0 })
 	}
-	expect := func(got chan result, msg string, want error) {
+	expect := func(got chan readResult, msg string, want error) {
 		t.Helper()
-		select {
-		case r := <-got:
-			if r.msg != msg || !errors.Is(r.err, want) {
-				t.Fatalf("read: %q, %v; want %q, %v", r.msg, r.err, msg, want)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("a read still sleeping after 5s: the wake-up did not reach it")
-		}
+		expectRead(t, "a read sleeping in recvmsg", got, msg, want)
 	}
 
 	got := read(nil)
@@ -193,4 +182,24 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
 	blocked()
 	b.Close()
 	expect(got, "", net.ErrClosed)
+}
+
+// readResult is what a read started in the background returned.
+type readResult struct {
+	msg string
+	err error
+}
+
+// expectRead fails t unless the background read got returns msg and an
+// error for which errors.Is(err, want) holds within 5 s.
+func expectRead(t *testing.T, what string, got <-chan readResult, msg string, want error) {
+	t.Helper()
+	select {
+	case r := <-got:
+		if r.msg != msg || !errors.Is(r.err, want) {
+			t.Fatalf("%s: got %q, %v; want %q, %v", what, r.msg, r.err, msg, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still waiting after 5s", what)
+	}
 }
