@@ -125,10 +125,10 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
 
 	// The next sleep clears the wake-up's O_NONBLOCK and sleeps again.
 	got = read(nil)
-	blocked()
-	if b.k.wakeNB.Load() || isNonblocking(b.k.fd) {
-		t.Fatal("a read sleeps in recvmsg with O_NONBLOCK still set")
-	}
+	// The read publishes its thread before it clears the flag.
+	waitFor(t, "a read sleeping in recvmsg with the wake-up's O_NONBLOCK cleared", func() bool {
+		return b.k.blockTid.Load() != 0 && !b.k.wakeNB.Load() && !isNonblocking(b.k.fd)
+	})
 	if _, err := a.WriteMsg([]byte("two"), nil, to); err != nil {
 		t.Fatal(err)
 	}
