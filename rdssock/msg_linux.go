@@ -159,10 +159,7 @@ func (s *busySpin) again() bool {
 // notice that belongs to the library is skipped.
 func (op *msgOp) doRecv(fd uintptr) bool {
 	for {
-		op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
-		op.hdr.Namelen = unix.SizeofSockaddrInet6
-		op.hdr.SetControllen(op.ctlLen)
-		op.hdr.Flags = 0
+		op.armRecv()
 		var n uintptr
 		var e unix.Errno
 		if rawNoError {
@@ -188,6 +185,15 @@ func (op *msgOp) doRecv(fd uintptr) bool {
 	}
 }
 
+// armRecv resets the header fields a receive writes: the sender's
+// address, the control data's length and the flags.
+func (op *msgOp) armRecv() {
+	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
+	op.hdr.Namelen = unix.SizeofSockaddrInet6
+	op.hdr.SetControllen(op.ctlLen)
+	op.hdr.Flags = 0
+}
+
 // recvBlocking is one recvmsg without MSG_DONTWAIT: the solo read's sleep
 // in the kernel (kfd.blockRecv), bounded by the socket's SO_RCVTIMEO. It
 // reports whether the op has its result; if not, e tells why: EAGAIN (a
@@ -195,10 +201,7 @@ func (op *msgOp) doRecv(fd uintptr) bool {
 // ETIMEDOUT (RDS's timeout), EINTR, or 0 for a congestion notice that
 // belongs to the library.
 func (op *msgOp) recvBlocking(fd uintptr) (done bool, e unix.Errno) {
-	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
-	op.hdr.Namelen = unix.SizeofSockaddrInet6
-	op.hdr.SetControllen(op.ctlLen)
-	op.hdr.Flags = 0
+	op.armRecv()
 	var n uintptr
 	if rawNoError {
 		n, _ = unix.RawSyscallNoError(unix.SYS_RECVMSG, fd, uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT))
