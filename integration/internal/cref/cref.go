@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
+	"time"
 )
 
 // ProbeResult is what rdsfault-c's congestion probe saw.
@@ -64,4 +65,54 @@ func parseProbe(out string) (ProbeResult, error) {
 		}
 	}
 	return 0, fmt.Errorf("C congestion probe printed no result: %q", out)
+}
+
+// PingResult is what rdsfault-c's path check saw.
+type PingResult struct {
+	Sockets  int           // new sockets that pinged
+	Answered int           // of them, those the peer's kernel answered
+	Slowest  time.Duration // from the start until the last answer came
+}
+
+// Unanswered is how many of the sockets got no answer.
+func (r PingResult) Unanswered() int { return r.Sockets - r.Answered }
+
+// PingPaths runs bin (rdsfault-c) in ping mode: n new C sockets bound to
+// from, in the network namespace named by the file ns ("" for the
+// caller's), each ping to's kernel (an empty message to port 0) every
+// second until it answers or limit passes. A socket's messages take the
+// path its port hashes to, so n sockets reach every path of a multipath
+// RDS/TCP connection with high probability.
+func PingPaths(bin, ns string, from, to netip.Addr, n int, limit time.Duration) (PingResult, error) {
+	args := []string{fmt.Sprintf("ping=%d", n), "local=" + from.Unmap().String(), "peer=" + to.Unmap().String(),
+		fmt.Sprintf("limit_ms=%d", limit.Milliseconds())}
+	if ns != "" {
+		args = append(args, "sendns="+ns)
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		return PingResult{}, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return parsePing(string(out))
+}
+
+// parsePing reads the RDSFAULT-PING line of the path check's output.
+func parsePing(out string) (PingResult, error) {
+	for _, l := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(l), "RDSFAULT-PING|")
+		if !ok {
+			continue
+		}
+		var r PingResult
+		var ms int64
+		if _, err := fmt.Sscanf(rest, "sockets=%d|answered=%d|slowest_ms=%d", &r.Sockets, &r.Answered, &ms); err != nil {
+			return PingResult{}, fmt.Errorf("C path check: %q: %w", rest, err)
+		}
+		if r.Sockets <= 0 || r.Answered < 0 || r.Answered > r.Sockets || ms < 0 {
+			return PingResult{}, fmt.Errorf("C path check: inconsistent counts: %q", rest)
+		}
+		r.Slowest = time.Duration(ms) * time.Millisecond
+		return r, nil
+	}
+	return PingResult{}, fmt.Errorf("C path check printed no result: %q", out)
 }

@@ -1,6 +1,9 @@
 package cref
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseProbe(t *testing.T) {
 	for _, tc := range []struct {
@@ -79,5 +82,29 @@ func TestPlausibleAsC(t *testing.T) {
 	}
 	if p := binomialTail(2, 1, 0.5); p < 0.7499 || p > 0.7501 {
 		t.Errorf("binomialTail(2, 1, 0.5) = %v, want 0.75", p)
+	}
+}
+
+func TestParsePing(t *testing.T) {
+	for _, tc := range []struct {
+		out     string
+		want    PingResult
+		wantErr bool
+	}{
+		{"RDSFAULT-PING|sockets=64|answered=57|slowest_ms=1200\n", PingResult{64, 57, 1200 * time.Millisecond}, false},
+		{"noise\nRDSFAULT-PING|sockets=8|answered=8|slowest_ms=0\n", PingResult{8, 8, 0}, false},
+		{"RDSFAULT-PING|sockets=8|answered=9|slowest_ms=3\n", PingResult{}, true},
+		{"RDSFAULT-PING|sockets=0|answered=0|slowest_ms=3\n", PingResult{}, true},
+		{"RDSFAULT-PING|sockets=8\n", PingResult{}, true},
+		{"RDSFAULT-PROBE|result=sent\n", PingResult{}, true},
+		{"", PingResult{}, true},
+	} {
+		got, err := parsePing(tc.out)
+		if (err != nil) != tc.wantErr || (err == nil && got != tc.want) {
+			t.Errorf("parsePing(%q) = %+v, %v; want %+v, error %v", tc.out, got, err, tc.want, tc.wantErr)
+		}
+	}
+	if u := (PingResult{Sockets: 64, Answered: 57}).Unanswered(); u != 7 {
+		t.Errorf("Unanswered = %d, want 7", u)
 	}
 }

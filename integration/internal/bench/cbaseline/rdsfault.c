@@ -43,6 +43,18 @@
 //   RDSFAULT-PROBE|result=error|errno=N|error=TEXT
 //
 // IPv4 or IPv6 addresses.
+//
+// usage: rdsfault-c ping=N local=ADDR peer=ADDR [sendns=PATH] [limit_ms=15000]
+// The path check: N new sockets bound to local (ports the kernel picks, in
+// sendns=) each send an RDS ping (an empty message to port 0) to peer, again
+// every second until the peer's kernel answers or limit_ms passes, as the Go
+// tests' recovery check does, and it prints
+//
+//   RDSFAULT-PING|sockets=N|answered=M|slowest_ms=T
+//
+// A socket's messages take the path its bound port hashes to, so N sockets
+// reach every path of a multipath RDS/TCP connection with high probability.
+// IPv4 or IPv6 addresses.
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -84,6 +96,17 @@ static void die(const char *what)
 	exit(1);
 }
 
+/* enter_sendns moves the calling thread (only) into sendns=, if given. */
+static void enter_sendns(void)
+{
+	if (!sendns)
+		return;
+	int ns = open(sendns, O_RDONLY);
+	if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
+		die(sendns);
+	close(ns);
+}
+
 static uint32_t sum(const unsigned char *b, size_t n)
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
@@ -122,12 +145,7 @@ static long now_ms(void)
 static void *sender(void *arg)
 {
 	int id = (int)(intptr_t)arg;
-	if (sendns) { /* this thread only */
-		int ns = open(sendns, O_RDONLY);
-		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
-			die(sendns);
-		close(ns);
-	}
+	enter_sendns(); /* this thread only */
 	struct sockaddr_in me = local_sa;
 	me.sin_port = htons(port_base + 1 + id);
 	int fd = rds_socket(&me);
@@ -206,33 +224,37 @@ static int parse_addr(const char *s, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, s, &sa->sin_addr) == 1 ? 0 : -1;
 }
 
+/* parse_pair fills me and to from local and peer (one family), to's port
+ * set to port; it returns the address length, or 0 if they do not parse. */
+static socklen_t parse_pair(const char *local, const char *peer, int port,
+			    struct sockaddr_storage *me, struct sockaddr_storage *to)
+{
+	memset(me, 0, sizeof(*me));
+	memset(to, 0, sizeof(*to));
+	if (strchr(local, ':')) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)me, *b = (struct sockaddr_in6 *)to;
+		a->sin6_family = b->sin6_family = AF_INET6;
+		if (inet_pton(AF_INET6, local, &a->sin6_addr) != 1 || inet_pton(AF_INET6, peer, &b->sin6_addr) != 1)
+			return 0;
+		b->sin6_port = htons(port);
+		return sizeof(struct sockaddr_in6);
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)me, *b = (struct sockaddr_in *)to;
+	a->sin_family = b->sin_family = AF_INET;
+	if (inet_pton(AF_INET, local, &a->sin_addr) != 1 || inet_pton(AF_INET, peer, &b->sin_addr) != 1)
+		return 0;
+	b->sin_port = htons(port);
+	return sizeof(struct sockaddr_in);
+}
+
 /* congestion_probe is probe mode (see the top of the file). */
 static int congestion_probe(const char *local, const char *peer, int port)
 {
-	struct sockaddr_storage me = {0}, to = {0};
-	socklen_t len;
-	int family = strchr(local, ':') ? AF_INET6 : AF_INET;
-	if (family == AF_INET6) {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&me, *b = (struct sockaddr_in6 *)&to;
-		a->sin6_family = b->sin6_family = AF_INET6;
-		if (inet_pton(AF_INET6, local, &a->sin6_addr) != 1 || inet_pton(AF_INET6, peer, &b->sin6_addr) != 1)
-			return 2;
-		b->sin6_port = htons(port);
-		len = sizeof(struct sockaddr_in6);
-	} else {
-		struct sockaddr_in *a = (struct sockaddr_in *)&me, *b = (struct sockaddr_in *)&to;
-		a->sin_family = b->sin_family = AF_INET;
-		if (inet_pton(AF_INET, local, &a->sin_addr) != 1 || inet_pton(AF_INET, peer, &b->sin_addr) != 1)
-			return 2;
-		b->sin_port = htons(port);
-		len = sizeof(struct sockaddr_in);
-	}
-	if (sendns) {
-		int ns = open(sendns, O_RDONLY);
-		if (ns < 0 || setns(ns, CLONE_NEWNET) < 0)
-			die(sendns);
-		close(ns);
-	}
+	struct sockaddr_storage me, to;
+	socklen_t len = parse_pair(local, peer, port, &me, &to);
+	if (len == 0)
+		return 2;
+	enter_sendns();
 	int fd = socket(AF_RDS, SOCK_SEQPACKET, 0);
 	if (fd < 0)
 		die("socket(AF_RDS)");
@@ -248,11 +270,75 @@ static int congestion_probe(const char *local, const char *peer, int port)
 	return 0;
 }
 
+#define MAXPING 256
+
+/* path_ping is ping mode (see the top of the file). */
+static int path_ping(const char *local, const char *peer, int n, int limit_ms)
+{
+	struct sockaddr_storage me, to;
+	socklen_t len = parse_pair(local, peer, 0, &me, &to);
+	if (len == 0)
+		return 2;
+	enter_sendns();
+	struct pollfd p[MAXPING];
+	long last_sent[MAXPING];
+	int answered = 0;
+	long start = now_ms(), slowest = 0;
+	for (int i = 0; i < n; i++) {
+		p[i].fd = socket(AF_RDS, SOCK_SEQPACKET, 0);
+		if (p[i].fd < 0)
+			die("socket(AF_RDS)");
+		if (bind(p[i].fd, (struct sockaddr *)&me, len) < 0)
+			die("bind");
+		p[i].events = POLLIN;
+		last_sent[i] = 0;
+	}
+	for (;;) {
+		long now = now_ms();
+		if (answered == n || now - start >= limit_ms)
+			break;
+		for (int i = 0; i < n; i++) {
+			if (p[i].fd >= 0 && (last_sent[i] == 0 || now - last_sent[i] >= 1000)) {
+				/* A refused ping (congestion, a full send buffer) is
+				 * simply sent again a second later. */
+				sendto(p[i].fd, NULL, 0, MSG_DONTWAIT, (struct sockaddr *)&to, len);
+				last_sent[i] = now;
+			}
+		}
+		if (poll(p, n, 100) < 0 && errno != EINTR)
+			die("poll");
+		for (int i = 0; i < n; i++) {
+			if (p[i].fd < 0 || !(p[i].revents & POLLIN))
+				continue;
+			struct sockaddr_storage from;
+			socklen_t fl = sizeof(from);
+			char b[64];
+			ssize_t r = recvfrom(p[i].fd, b, sizeof(b), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+			if (r != 0) /* a pong is empty; anything else is ignored */
+				continue;
+			int port = from.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&from)->sin6_port
+							       : ((struct sockaddr_in *)&from)->sin_port;
+			if (port != 0)
+				continue;
+			close(p[i].fd);
+			p[i].fd = -1; /* poll ignores it from now on */
+			answered++;
+			if (now_ms() - start > slowest)
+				slowest = now_ms() - start;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (p[i].fd >= 0)
+			close(p[i].fd);
+	printf("RDSFAULT-PING|sockets=%d|answered=%d|slowest_ms=%ld\n", n, answered, slowest);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *netns = NULL;
 	const char *local_arg = NULL, *peer_arg = NULL;
-	int probe_port = 0;
+	int probe_port = 0, ping_sockets = 0, limit_ms = 15000;
 	int have_local = 0, have_peer = 0;
 	for (int i = 1; i < argc; i++) {
 		char *a = argv[i];
@@ -262,6 +348,10 @@ int main(int argc, char **argv)
 			peer_arg = a + 5, have_peer = parse_addr(a + 5, &peer_sa) == 0;
 		else if (!strncmp(a, "probe=", 6))
 			probe_port = atoi(a + 6);
+		else if (!strncmp(a, "ping=", 5))
+			ping_sockets = atoi(a + 5);
+		else if (!strncmp(a, "limit_ms=", 9))
+			limit_ms = atoi(a + 9);
 		else if (!strncmp(a, "port=", 5))
 			port_base = atoi(a + 5);
 		else if (!strncmp(a, "netns=", 6))
@@ -289,6 +379,12 @@ int main(int argc, char **argv)
 		int rc = congestion_probe(local_arg, peer_arg, probe_port);
 		if (rc == 2)
 			fprintf(stderr, "rdsfault-c: probe: local= and peer= must be IPv4 or IPv6 addresses of one family\n");
+		return rc;
+	}
+	if (ping_sockets > 0 && local_arg && peer_arg) {
+		int rc = ping_sockets <= MAXPING && limit_ms > 0 ? path_ping(local_arg, peer_arg, ping_sockets, limit_ms) : 2;
+		if (rc == 2)
+			fprintf(stderr, "rdsfault-c: ping: ping= takes 1-%d sockets, limit_ms= a positive time, local= and peer= IPv4 or IPv6 addresses of one family\n", MAXPING);
 		return rc;
 	}
 	if (!have_local || !have_peer || port_base <= 0 || port_base > 65535 - MAXSENDERS ||
