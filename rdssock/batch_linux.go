@@ -224,6 +224,25 @@ func (op *batchOp) doRecv(fd uintptr) bool {
 	}
 }
 
+// recvBlocking is one recvmmsg that sleeps for its first message
+// (MSG_WAITFORONE without MSG_DONTWAIT) and then takes those already
+// queued: the solo read's sleep in the kernel for a batch, as
+// msgOp.recvBlocking is for one message, and reporting the same way.
+func (op *batchOp) recvBlocking(fd uintptr) (done bool, e unix.Errno) {
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&op.hdrs[0])), uintptr(len(op.hdrs)),
+		uintptr(op.flags&^unix.MSG_DONTWAIT|unix.MSG_WAITFORONE), 0, 0)
+	switch e {
+	case unix.EAGAIN, unix.ETIMEDOUT, unix.EINTR:
+		return false, e
+	}
+	if e == 0 && op.skipCong && op.onlyCongNotices(int(n)) {
+		op.rearm(int(n))
+		return false, 0
+	}
+	op.n, op.errno = int(n), e
+	return true, e
+}
+
 func (op *batchOp) isCongNotice(i int) bool {
 	return isCongNotice(int(op.hdrs[i].len), &op.hdrs[i].hdr)
 }
@@ -398,7 +417,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if ctx == context.Background() {
 		ctx = nil // as for ReadMsg: no context to watch
 	}
-	perr := c.recvWait(ctx, nil, &op.recvWait)
+	perr := c.recvWait(ctx, nil, op, &op.recvWait)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)

@@ -5,6 +5,7 @@ package rdssock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -74,8 +75,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // wake-up the read would sleep the whole (here 20 s) slice. A wake-up
 // leaves O_NONBLOCK behind, which the next sleep clears; I/O through the
 // RawConn makes the descriptor non-blocking for good, and reads then sleep
-// in ppoll. It closes b.
-func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
+// in ppoll. With batch the reads are ReadBatch calls (a recvmmsg that
+// sleeps for its first message), else ReadMsg. It closes b.
+func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort, batch bool) {
 	defer setGOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))()
 	restore := setSleepLimits(40 * time.Second)
 	defer restore()
@@ -89,9 +91,20 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort) {
 			buf := make([]byte, 16)
 			var n int
 			var err error
-			if ctx == nil {
+			switch {
+			case batch:
+				if ctx == nil {
+					ctx = context.Background()
+				}
+				ms := []Message{{Buffer: buf}, {Buffer: make([]byte, 16)}}
+				if n, err = b.ReadBatch(ctx, ms, 0); n == 1 {
+					n = ms[0].N
+				} else if err == nil {
+					err = fmt.Errorf("ReadBatch returned %d messages, want 1", n)
+				}
+			case ctx == nil:
 				n, _, _, _, err = b.ReadMsg(buf, nil)
-			} else {
+			default:
 				n, _, _, _, err = b.ReadMsgContext(ctx, buf, nil, 0)
 			}
 			got <- readResult{string(buf[:n]), err}

@@ -293,7 +293,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 	if k.soloBusy.CompareAndSwap(false, true) {
 		done, park, err := true, false, errKfdClosed
 		if k.acquire() {
-			done, park, err = k.soloSleep(nil, f, tryFirst)
+			done, park, err = k.soloSleep(nil, nil, f, tryFirst)
 			k.release()
 		}
 		k.soloBusy.Store(false)
@@ -344,14 +344,15 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 // which sleeps in ppoll with neither mu nor the waiting list, so that a
 // wait costs fewer calls and atomic operations (integration/cmd/rdsinstr
 // counts them). Each try is op's receive (doRecv, called directly), or f
-// if op is nil. It reports whether the read is done, with its error, or
+// if op is nil; bop, if not nil, is the batch f receives for, which may
+// sleep in the kernel as op does (blockRecv). It reports whether the read is done, with its error, or
 // must park in the runtime poller; neither means that it goes on in the
 // shared way, which handles a closing socket and a socket kept in the
 // read instance. Close and SetReadDeadline wake the solo read through its
 // eventfd (wakeLocked): they set the closing bit or the deadline before
 // they look at soloBusy, and the read sets soloBusy before it looks at
 // them, so either the read sees the change or its eventfd is written.
-func (k *kfd) soloSleep(op *msgOp, f func(fd uintptr) bool, try bool) (done, park bool, err error) {
+func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bool) (done, park bool, err error) {
 	if k.soloEfd < 0 {
 		if err := k.newSoloEfd(); err != nil {
 			return true, false, err
@@ -386,9 +387,9 @@ func (k *kfd) soloSleep(op *msgOp, f func(fd uintptr) bool, try bool) (done, par
 			return false, true, nil
 		}
 		timeout, lastP := sleepFor(n, p, rest, until)
-		if op != nil && !blocked && !lastP && timeout >= blockSlice && !k.stayNB.Load() {
+		if (op != nil || bop != nil) && !blocked && !lastP && timeout >= blockSlice && !k.stayNB.Load() {
 			blocked = true
-			got, slept := k.blockRecv(op)
+			got, slept := k.blockRecv(op, bop)
 			kernelWaiters.Add(-1)
 			rest -= slept
 			if got {
@@ -430,9 +431,10 @@ var blockSlice = time.Millisecond
 // publishes its thread, clears a previous wake-up's O_NONBLOCK, and only
 // then looks at the closing bit and the deadline, so either it sees a
 // change or the change's wake-up sees its thread; a wake-up that comes
-// before the receive starts leaves O_NONBLOCK for it. It reports whether
-// op has its result, and how long it slept.
-func (k *kfd) blockRecv(op *msgOp) (got bool, slept time.Duration) {
+// before the receive starts leaves O_NONBLOCK for it. The receive is op's,
+// or if op is nil bop's (a recvmmsg that sleeps for its first message). It
+// reports whether the op has its result, and how long it slept.
+func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration) {
 	if !k.rcvTimeo {
 		tv := unix.NsecToTimeval(int64(blockSlice))
 		if err := unix.SetsockoptTimeval(k.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
@@ -456,7 +458,12 @@ func (k *kfd) blockRecv(op *msgOp) (got bool, slept time.Duration) {
 		// O_NONBLOCK): the runtime's, to which an AF_UNIX socket's
 		// receive with a timeout returns where RDS's restarts. The
 		// call here lets the goroutine be preempted.
-		if got, e = op.recvBlocking(uintptr(k.fd)); e != unix.EINTR {
+		if op != nil {
+			got, e = op.recvBlocking(uintptr(k.fd))
+		} else {
+			got, e = bop.recvBlocking(uintptr(k.fd))
+		}
+		if e != unix.EINTR {
 			break
 		}
 	}

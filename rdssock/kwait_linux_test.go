@@ -751,13 +751,18 @@ func TestKfdCloseWaitsForCalls(t *testing.T) {
 	}
 }
 
-// TestBlockingSoloRead: the solo read sleeps in recvmsg itself, and a
+// TestBlockingSoloRead: the solo read (ReadMsg, and ReadBatch's
+// recvmmsg) sleeps in the receive itself, and a
 // message, a deadline change, a context's end and Close each end that
 // sleep (BlockingSoloReadScenario). Over AF_UNIX, whose receive returns
 // EINTR when signalled, this cannot tell whether the wake-up set
 // O_NONBLOCK; over RDS, whose receive the kernel restarts, the
 // integration test TestIntegrationBlockingSoloRead can.
 func TestBlockingSoloRead(t *testing.T) {
-	a, b := pair(t)
-	BlockingSoloReadScenario(t, a, b, noAddr)
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ReadMsg", true: "ReadBatch"}[batch], func(t *testing.T) {
+			a, b := pair(t)
+			BlockingSoloReadScenario(t, a, b, noAddr, batch)
+		})
+	}
 }

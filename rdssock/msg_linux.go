@@ -419,7 +419,7 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	if ctx == context.Background() { // rdmaops' reads without a context
 		ctx = nil
 	}
-	perr := c.recvWait(ctx, op, &op.recvWait)
+	perr := c.recvWait(ctx, op, nil, &op.recvWait)
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
@@ -554,7 +554,7 @@ func (c *Conn) sendOrWait(ctx context.Context, op *msgOp) error {
 
 // recvWait is Conn.wait for a receive, written out: it tries, then waits
 // as the socket's solo waiter, calling op's doRecv directly (or ow's
-// callback if op is nil: a batch). That is the way of a read with no
+// callback if op is nil: a batch, bop). That is the way of a read with no
 // context (ctx nil) and of one whose context the read deadline mux
 // watches already, as a loop that reads with the same context call after
 // call finds it: such a wait relies on the mux's standing registration
@@ -562,7 +562,7 @@ func (c *Conn) sendOrWait(ctx context.Context, op *msgOp) error {
 // a deadline in the past. A wait that must register, park, or go the
 // shared way, or that a deadline woke, goes on as waitAfterTry does. It
 // spares each waiting read four calls or more.
-func (c *Conn) recvWait(ctx context.Context, op *msgOp, ow *opWait) error {
+func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
 	}
@@ -599,7 +599,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, ow *opWait) error {
 	var err error
 	if k.soloBusy.CompareAndSwap(false, true) {
 		var done, park bool
-		done, park, err = k.soloSleep(op, ow.f, false)
+		done, park, err = k.soloSleep(op, bop, ow.f, false)
 		k.soloBusy.Store(false)
 		k.release()
 		switch {

@@ -152,21 +152,26 @@ func TestIntegrationWaiting(t *testing.T) {
 	}
 }
 
-// TestIntegrationBlockingSoloRead: a read sleeping in recvmsg itself over
+// TestIntegrationBlockingSoloRead: a read (ReadMsg, or ReadBatch's
+// recvmmsg) sleeping in the receive itself over
 // RDS (here its loopback transport) is woken by a message, a deadline
 // change, a context's end and Close. RDS restarts an interrupted receive,
 // so without the wake-up's O_NONBLOCK the read would sleep on for the
 // scenario's 20 s slice (see rdssock.BlockingSoloReadScenario).
 func TestIntegrationBlockingSoloRead(t *testing.T) {
 	vmtest.Require(t)
-	a, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ReadMsg", true: "ReadBatch"}[batch], func(t *testing.T) {
+			a, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdssock.BlockingSoloReadScenario(t, a, b, b.LocalAddrPort(), batch)
+		})
 	}
-	defer a.Close()
-	b, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdssock.BlockingSoloReadScenario(t, a, b, b.LocalAddrPort())
 }
