@@ -18,9 +18,9 @@ import (
 
 // How a Conn waits. The socket is kept out of the runtime poller, and a
 // read that must wait first sleeps in the kernel on its own thread,
-// keeping its P: the socket's solo read in recvmsg itself, as a C
-// program's blocking read (kfd.blockRecv), other reads in ppoll(2), as a
-// C program sleeps in poll. For a goroutine that reads message
+// keeping its P: the socket's solo read in recvmsg (recvmmsg for a batch)
+// itself, as a C program's blocking read (kfd.blockRecv), other reads in
+// ppoll(2), as a C program sleeps in poll. For a goroutine that reads message
 // after message (request/response, a receive loop) that costs far less
 // CPU time per message than a wake-up through the runtime poller (measured
 // in the test VM: see BENCHMARKS.md). The read that takes the last free P
