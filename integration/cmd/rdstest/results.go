@@ -268,6 +268,28 @@ func (r *testRun) line(b []byte) {
 				r.silent = append(r.silent, e.Package)
 			}
 		}
+		if e.Test == "" {
+			r.unfinished(e.Package)
+		}
+		delete(r.buffered, k)
+	}
+}
+
+// unfinished shows the output of package pkg's tests that started but
+// never passed or failed: the test binary exited under them (a panic, an
+// os.Exit, the guest's timeout), and their output is all there is to say
+// why.
+func (r *testRun) unfinished(pkg string) {
+	var tests []string
+	for k := range r.buffered {
+		if k[0] == pkg && k[1] != "" {
+			tests = append(tests, k[1])
+		}
+	}
+	sort.Strings(tests)
+	for _, test := range tests {
+		k := [2]string{pkg, test}
+		fmt.Fprintf(r.out, "rdstest: %s of %s never finished (the test binary exited); its output:\n%s", test, pkg, strings.Join(r.buffered[k], ""))
 		delete(r.buffered, k)
 	}
 }

@@ -206,3 +206,35 @@ func TestSilentRdsvm(t *testing.T) {
 		}
 	}
 }
+
+// A test binary that exits under a running test (a panic, os.Exit, the
+// guest's timeout) leaves that test without a pass or fail event: its
+// output must still be shown, with the package's failure.
+func TestUnfinishedTestOutput(t *testing.T) {
+	events := []string{
+		`{"Action":"run","Package":"example.com/p","Test":"TestDone"}`,
+		`{"Action":"output","Package":"example.com/p","Test":"TestDone","Output":"done quietly\n"}`,
+		`{"Action":"pass","Package":"example.com/p","Test":"TestDone"}`,
+		`{"Action":"run","Package":"example.com/p","Test":"TestStuck"}`,
+		`{"Action":"output","Package":"example.com/p","Test":"TestStuck","Output":"the last words\n"}`,
+		`{"Action":"run","Package":"example.com/q","Test":"TestOther"}`,
+		`{"Action":"output","Package":"example.com/q","Test":"TestOther","Output":"other package\n"}`,
+		`{"Action":"fail","Package":"example.com/p"}`,
+	}
+	var file, out bytes.Buffer
+	r := newTestRun("6.1.0-test", false, &out, false, newResultsLog(&file, "results.jsonl"))
+	if err := r.read(strings.NewReader(strings.Join(events, "\n") + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	shown := out.String()
+	for _, s := range []string{"package example.com/p failed outside any single test", "TestStuck of example.com/p never finished", "the last words"} {
+		if !strings.Contains(shown, s) {
+			t.Errorf("output lacks %q:\n%s", s, shown)
+		}
+	}
+	for _, s := range []string{"done quietly", "other package"} {
+		if strings.Contains(shown, s) {
+			t.Errorf("output shows %q:\n%s", s, shown)
+		}
+	}
+}
