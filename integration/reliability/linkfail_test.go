@@ -299,7 +299,8 @@ func checkRecovery(t *testing.T, limit time.Duration) string {
 			cWedged++
 		}
 	}
-	msg := fmt.Sprintf("KNOWN KERNEL BUG (a path of an RDS/TCP connection left unable to carry a ping after the fault, with the peer's kernel up; plain C sockets pinging at once in the same direction were left unanswered too): %s", strings.Join(seen, "; "))
+	msg := fmt.Sprintf("KNOWN KERNEL BUG (a path of an RDS/TCP connection left unable to carry a ping after the fault, while %d of the %d directions answered every ping; plain C sockets pinging at once in the same direction were left unanswered too): %s",
+		len(directions)-len(failed), len(directions), strings.Join(seen, "; "))
 	judged(t, deviation(t, "path-wedge", len(failed), -1, cWedged, false), msg)
 	// Heal it, as the fault did, for the later tests.
 	if err := errors.Join(resetRDSTCP(), vmtest.InPeerNamespace(resetRDSTCP)); err != nil {
