@@ -766,3 +766,64 @@ func TestBlockingSoloRead(t *testing.T) {
 		})
 	}
 }
+
+// TestReadsThatWaitSkipTheTry: once a read of a socket had to wait, the
+// next reads go to their wait without a non-blocking try, and still
+// return a message that was queued already, whether the wait sleeps in
+// the receive (two Ps) or parks (one P); every tryEvery-th read tries,
+// and a try that finds a message ends the skipping. A read with a
+// deadline always tries.
+func TestReadsThatWaitSkipTheTry(t *testing.T) {
+	for _, procs := range []int{1, 2} {
+		t.Run(fmt.Sprintf("GOMAXPROCS=%d", procs), func(t *testing.T) {
+			defer setGOMAXPROCS(procs)()
+			a, b := pair(t)
+			buf := make([]byte, 16)
+			send := func(msg string) {
+				t.Helper()
+				if _, err := a.WriteMsg([]byte(msg), nil, noAddr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			read := func(want string) {
+				t.Helper()
+				n, _, _, _, err := b.ReadMsg(buf, nil)
+				if err != nil || string(buf[:n]) != want {
+					t.Fatalf("ReadMsg = %q, %v; want %q", buf[:n], err, want)
+				}
+			}
+			got := readInBackground(b)
+			time.Sleep(20 * time.Millisecond)
+			send("first")
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			if !b.k.waited.Load() {
+				t.Fatal("a read that waited did not mark its socket")
+			}
+			skips := b.k.skips.Load()
+			// Messages queued before each read: the reads skip the
+			// try and take them in their wait, until the periodic
+			// try finds one.
+			for i := 0; b.k.waited.Load(); i++ {
+				if i > tryEvery {
+					t.Fatalf("still skipping the try after %d reads that found a message queued", i)
+				}
+				send("queued")
+				read("queued")
+			}
+			if n := b.k.skips.Load() - skips; n < tryEvery-2 {
+				t.Errorf("%d reads skipped the try before one tried; want about %d", n, tryEvery-1)
+			}
+			// A read with a deadline tries first.
+			b.k.waited.Store(true)
+			b.SetReadDeadline(time.Now().Add(time.Minute))
+			skips = b.k.skips.Load()
+			send("deadline")
+			read("deadline")
+			if b.k.skips.Load() != skips || b.k.waited.Load() {
+				t.Error("a read with a deadline skipped the try")
+			}
+		})
+	}
+}
