@@ -97,40 +97,6 @@ type kfd struct {
 	wakeNB   atomic.Bool
 	stayNB   atomic.Bool
 	rcvTimeo bool
-
-	// waited says that the last read of the socket that tried found
-	// nothing and had to wait: the next ones go to their wait without
-	// the try (see skipTry), but for every tryEvery-th, which tries
-	// again; skips counts them.
-	waited atomic.Bool
-	skips  atomic.Uint32
-}
-
-// tryEvery is how often a read of a socket whose reads wait (kfd.waited)
-// tries before it waits all the same, to learn when messages are queued
-// again.
-const tryEvery = 16
-
-// skipTry reports whether a read that could wait should go to its wait
-// without first trying a non-blocking receive: its socket's last try
-// found nothing (kfd.waited), as every read of a request/response loop
-// does. The wait receives anyway, and at no extra system call: the sleep
-// in recvmsg itself (blockRecv) returns a message already queued, ppoll
-// returns at once, and a parked read tries once the socket is in the
-// epoll instance. The failed try was a system call per wait, about a
-// sixth of the CPU time of a round trip in the test VM (raw recvmsg
-// patterns: try, thread ID and blocking recvmsg 66.5 us per round trip,
-// thread ID and blocking recvmsg 55.7). A read with a deadline, with
-// MSG_DONTWAIT or busy polling tries first, as before.
-func (k *kfd) skipTry(dontWait bool, spin time.Duration) bool {
-	return k.waited.Load() && !dontWait && spin == 0 && !k.rdlSet.Load() && k.skips.Add(1)%tryEvery != 0
-}
-
-// tried records a read's try: whether it found a message.
-func (k *kfd) tried(got bool) {
-	if k.waited.Load() == got {
-		k.waited.Store(!got)
-	}
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,

@@ -561,8 +561,7 @@ func (c *Conn) sendOrWait(ctx context.Context, op *msgOp) error {
 // without its lock (see waitContext), and the context's end wakes it with
 // a deadline in the past. A wait that must register, park, or go the
 // shared way, or that a deadline woke, goes on as waitAfterTry does. It
-// spares each waiting read four calls or more. When the socket's reads
-// wait (kfd.skipTry), the try is left to the wait itself.
+// spares each waiting read four calls or more.
 func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -571,24 +570,15 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	if !k.acquire() {
 		return c.waitAfterTry(ctx, false, ow) // reports the closed socket
 	}
-	var skip bool
+	var ok bool
 	if op != nil {
-		skip = k.skipTry(op.dontWait, op.spin.limit)
+		ok = op.doRecv(uintptr(k.fd))
 	} else {
-		skip = k.skipTry(bop.dontWait, bop.spin.limit)
+		ok = ow.f(uintptr(k.fd))
 	}
-	if !skip {
-		var ok bool
-		if op != nil {
-			ok = op.doRecv(uintptr(k.fd))
-		} else {
-			ok = ow.f(uintptr(k.fd))
-		}
-		k.tried(ok)
-		if ok {
-			k.release()
-			return nil
-		}
+	if ok {
+		k.release()
+		return nil
 	}
 	mux := &c.readDeadline
 	lockless := false
