@@ -39,6 +39,7 @@ type ServerStats struct {
 	OverLimit          uint64 // announcements beyond MaxClients or MaxBuffers
 	Busy               uint64 // requests refused because a backlog or the checksum queue was full
 	Dropped            uint64 // refused without a reply: server-to-client kinds (counted in UnknownOps too)
+	Unanswered         uint64 // refused without a reply: the client's refusals for the second were spent (counted above too)
 
 	Announcements uint64 // buffer registrations announced by clients
 
@@ -82,6 +83,7 @@ type Server struct {
 	sums      ring[job]
 	sumsFrom  map[netip.AddrPort]int // checksum requests queued per client
 	stats     ServerStats
+	refusals  refusalBudget // under mu
 	running   bool
 	closed    bool
 	held      atomic.Int32 // slots whose transfer timed out and whose memory the kernel may still use (for tests)
@@ -415,8 +417,12 @@ func (s *Server) refuse(ctx context.Context, to netip.AddrPort, m *msg, status u
 		st.Busy++
 	}
 	drop := status == errUnknownOp && isReplyKind(uint8(aux))
-	if drop {
+	switch {
+	case drop:
 		st.Dropped++
+	case !s.refusals.allow(to, time.Now()):
+		st.Unanswered++
+		drop = true
 	}
 	s.mu.Unlock()
 	if !drop {
@@ -798,4 +804,47 @@ func (s *Server) Close() error {
 		err = nil // the caller closed the socket already
 	}
 	return err
+}
+
+// refusalsPerSecond is how many refusals (error replies to messages the
+// server will not serve: malformed, unknown, a full backlog) one client
+// gets a second; the messages refused beyond it get no reply
+// (ServerStats.Unanswered). The receive loop sends refusals without
+// waiting, so a client flooding the server would otherwise have it send
+// one reply per message, and those replies fill the server socket's send
+// buffer, which the transfers to every client need too: in
+// TestBlockServerBacklogFlood on Linux 7.2, an unpaced flood drew about
+// 8,500 busy refusals a second, and another client's transfers then
+// failed to send as often as they went through.
+const refusalsPerSecond = 64
+
+// refusalBudget counts each client's busy refusals in one-second windows,
+// in a fixed table indexed by a hash of the client's address, so that its
+// memory stays the same whatever addresses peers send from; clients that
+// share a slot share its budget.
+type refusalBudget struct {
+	window time.Time // the start of the current second
+	counts [256]uint16
+}
+
+// allow counts a refusal to client to at time now and reports
+// whether it is within the client's budget for the second.
+func (b *refusalBudget) allow(to netip.AddrPort, now time.Time) bool {
+	if now.Sub(b.window) >= time.Second || now.Before(b.window) {
+		b.window = now
+		b.counts = [256]uint16{}
+	}
+	a := to.Addr().As16()
+	h := uint32(2166136261) // FNV-1a over the address and the port
+	for _, c := range a {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	h = (h ^ uint32(to.Port()&0xff)) * 16777619
+	h = (h ^ uint32(to.Port()>>8)) * 16777619
+	n := &b.counts[h%uint32(len(b.counts))]
+	if *n >= refusalsPerSecond {
+		return false
+	}
+	*n++
+	return true
 }

@@ -188,6 +188,45 @@ func TestServerBacklogBounds(t *testing.T) {
 	}
 }
 
+// TestServerRefusalBudget: a client flooding the server with messages it
+// refuses (here unknown opcodes) gets refusalsPerSecond replies a second
+// and no more, each further one counted in Unanswered; another client's
+// refusals are not affected, and the budget comes back the next second.
+func TestServerRefusalBudget(t *testing.T) {
+	s, _, k := testServer(t, ServerConfig{Slots: 2, Backlog: 10, ClientBacklog: 4}, false)
+	const flood = refusalsPerSecond + 36
+	for id := range flood {
+		request(s, addr(1), msg{Op: 0x7e, ID: uint32(id)})
+	}
+	request(s, addr(2), msg{Op: 0x7e, ID: 1000})
+	replies := map[netip.AddrPort]int{}
+	for _, r := range k.all() {
+		replies[r.to]++
+	}
+	st := s.Stats()
+	if replies[addr(1)] != refusalsPerSecond || replies[addr(2)] != 1 || st.Unanswered != flood-refusalsPerSecond || st.UnknownOps != flood+1 {
+		t.Errorf("replies %v, stats %+v; want %d to the flooder, 1 to the other, %d unanswered", replies, st, refusalsPerSecond, flood-refusalsPerSecond)
+	}
+
+	// The budget itself: per second, per address and port.
+	var b refusalBudget
+	t0 := time.Now()
+	for i := range refusalsPerSecond {
+		if !b.allow(addr(1), t0.Add(time.Duration(i)*time.Millisecond)) {
+			t.Fatalf("refusal %d of the first second not allowed", i)
+		}
+	}
+	if b.allow(addr(1), t0.Add(999*time.Millisecond)) {
+		t.Error("a refusal beyond the budget was allowed within the second")
+	}
+	if !b.allow(netip.AddrPortFrom(addr(1).Addr(), 4001), t0.Add(999*time.Millisecond)) {
+		t.Error("another port of the same host shares the flooder's budget")
+	}
+	if !b.allow(addr(1), t0.Add(time.Second)) {
+		t.Error("the budget did not come back the next second")
+	}
+}
+
 // TestServerFailingJobsIterative: a backlog of jobs whose RDMA fails to
 // send (a congested client) is worked through in a loop: the stack depth
 // where jobs start stays the same. Before, the slot's completion started
