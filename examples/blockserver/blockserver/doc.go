@@ -99,7 +99,10 @@
 // client gets at most 64 refusals (of any kind) a second; a message
 // refused beyond that gets no reply and is counted in Unanswered, so that
 // a client flooding the server cannot fill its send buffer with refusals,
-// which would leave no room for the transfers of other clients. One
+// which would leave no room for the transfers of other clients. (A Client
+// call whose request goes unanswered waits for its context, and its
+// buffer is then quarantined, since the client cannot know that the
+// server never touched it: retry a busy refusal after a pause.) One
 // dispatcher goroutine starts transfers and answers their completions in
 // a loop; a transfer that fails to send only queues an event for it, so a
 // backlog of failing jobs never recurses. Among the first 64 queued
