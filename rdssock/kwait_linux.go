@@ -416,6 +416,15 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 // round trip takes 50-500 us. A variable for the tests.
 var blockSlice = time.Millisecond
 
+// blockGuess is what a sleep in recvmsg that ended with a message counts
+// as (kfd.blockRecv), instead of two clock reads per wait, about 175 of a
+// waiting ReadMsg's 1,030 user-space instructions in rdsinstr. The count
+// only feeds parkDue's pace, which reads the clock itself before it parks
+// a read: a guess too high makes it look at the clock sooner, one too low
+// lets sysmon's preemption (after 10 ms) come first. A request/response
+// round trip in the test VM takes 50-500 us.
+const blockGuess = 250 * time.Microsecond
+
 // blockRecv is the solo read's sleep when it may sleep blockSlice: one
 // recvmsg without MSG_DONTWAIT, a C program's blocking read, where ppoll
 // and a second recvmsg take two system calls more per wait. In the test
@@ -433,7 +442,8 @@ var blockSlice = time.Millisecond
 // change or the change's wake-up sees its thread; a wake-up that comes
 // before the receive starts leaves O_NONBLOCK for it. The receive is op's,
 // or if op is nil bop's (a recvmmsg that sleeps for its first message). It
-// reports whether the op has its result, and how long it slept.
+// reports whether the op has its result, and how long it slept, estimated
+// without the clock (see blockGuess).
 func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration) {
 	if !k.rcvTimeo {
 		tv := unix.NsecToTimeval(int64(blockSlice))
@@ -448,12 +458,13 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration)
 	if k.wakeNB.Load() {
 		k.clearWakeNB()
 	}
-	start := time.Since(monoBase)
 	var e unix.Errno
-	for now := start; ; now = time.Since(monoBase) {
-		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-now < blockSlice {
+	received := false // a receive ran
+	for {
+		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-time.Since(monoBase) < blockSlice {
 			break
 		}
+		received = true
 		// EINTR: a signal that was not a wake-up (which leaves
 		// O_NONBLOCK): the runtime's, to which an AF_UNIX socket's
 		// receive with a timeout returns where RDS's restarts. The
@@ -469,7 +480,13 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration)
 	}
 	k.blockTid.Store(0)
 	runtime.UnlockOSThread()
-	slept = time.Since(monoBase) - start
+	switch {
+	case !received:
+	case e == unix.EAGAIN || e == unix.ETIMEDOUT:
+		slept = blockSlice // the timeout, or a wake-up before it: at most that
+	default:
+		slept = min(blockGuess, blockSlice)
+	}
 	k.slept.Add(int64(slept))
 	if e == unix.EAGAIN && !k.wakeNB.Load() && isNonblocking(k.fd) {
 		// Not a wake-up and not the timeout: someone set O_NONBLOCK.
@@ -532,7 +549,8 @@ func (k *kfd) sleep(efd int, timeout time.Duration) (ready uintptr, e unix.Errno
 // parkDue reports whether a read that may sleep in ppoll should park in
 // the runtime poller instead (see kernelWaiters), so that reads of k pass
 // through the scheduler about every parkWall. It counts their sleeps as
-// ppoll reports them, which needs no clock: only once they have slept for
+// ppoll reports them, and those in recvmsg as blockRecv estimates them,
+// which needs no clock: only once they have slept for
 // parkSleep since one last parked does it read the clock, and if parkWall
 // has not passed since that park (the reads mostly slept), it lets them
 // sleep for what is left of parkWall before it looks again. A reader that
