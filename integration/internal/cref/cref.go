@@ -38,14 +38,25 @@ func (r ProbeResult) String() string {
 // outcome than sent or refused as congested is an error.
 func ProbeCongestion(bin, ns string, from netip.Addr, to netip.AddrPort) (ProbeResult, error) {
 	args := []string{fmt.Sprintf("probe=%d", to.Port()), "local=" + from.Unmap().String(), "peer=" + to.Addr().Unmap().String()}
+	out, err := runFault(bin, ns, args)
+	if err != nil {
+		return 0, err
+	}
+	return parseProbe(out)
+}
+
+// runFault runs bin (rdsfault-c) with args, its sending sockets in the
+// network namespace named by the file ns ("" for the caller's), and
+// returns its output.
+func runFault(bin, ns string, args []string) (string, error) {
 	if ns != "" {
 		args = append(args, "sendns="+ns)
 	}
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, bytes.TrimSpace(out))
+		return "", fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, bytes.TrimSpace(out))
 	}
-	return parseProbe(string(out))
+	return string(out), nil
 }
 
 // parseProbe reads the RDSFAULT-PROBE line of the probe's output.
@@ -86,14 +97,11 @@ func (r PingResult) Unanswered() int { return r.Sockets - r.Answered }
 func PingPaths(bin, ns string, from, to netip.Addr, n int, limit time.Duration) (PingResult, error) {
 	args := []string{fmt.Sprintf("ping=%d", n), "local=" + from.Unmap().String(), "peer=" + to.Unmap().String(),
 		fmt.Sprintf("limit_ms=%d", limit.Milliseconds())}
-	if ns != "" {
-		args = append(args, "sendns="+ns)
-	}
-	out, err := exec.Command(bin, args...).CombinedOutput()
+	out, err := runFault(bin, ns, args)
 	if err != nil {
-		return PingResult{}, fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, bytes.TrimSpace(out))
+		return PingResult{}, err
 	}
-	return parsePing(string(out))
+	return parsePing(out)
 }
 
 // parsePing reads the RDSFAULT-PING line of the path check's output.
