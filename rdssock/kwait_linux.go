@@ -17,17 +17,17 @@ import (
 )
 
 // How a Conn waits. The socket is kept out of the runtime poller, and a
-// read that must wait first sleeps in the kernel on its own thread,
-// keeping its P: the socket's solo read in recvmsg (recvmmsg for a batch)
-// itself, as a C program's blocking read (kfd.blockRecv), other reads in
-// ppoll(2), as a C program sleeps in poll. For a goroutine that reads message
-// after message (request/response, a receive loop) that costs far less
-// CPU time per message than a wake-up through the runtime poller (measured
-// in the test VM: see BENCHMARKS.md). The read that takes the last free P
-// sleeps there only briefly (see kernelWaiters). A read still waiting
-// after its sleep, and a write that finds no room, park the goroutine in
-// the runtime poller instead (pollwait_linux.go), so idle goroutines hold
-// neither a thread nor a P.
+// read that must wait first sleeps in the kernel on its own thread, keeping
+// its P: the socket's solo read in recvmsg (recvmmsg for a batch) itself,
+// as a C program's blocking read (kfd.blockRecv), other reads in ppoll(2),
+// as a C program sleeps in poll. For a goroutine that reads message after
+// message (request/response, a receive loop) that costs far less CPU time
+// per message than a wake-up through the runtime poller (measured in the
+// test VM: see BENCHMARKS.md). The read that takes the last free P sleeps
+// there only briefly (see kernelWaiters). A read still waiting after its
+// sleep, and a write that finds no room, park the goroutine in the runtime
+// poller instead (pollwait_linux.go), so idle goroutines hold neither a
+// thread nor a P.
 //
 // Why the socket stays out of the runtime poller: it would register the
 // socket for read and write readiness, edge-triggered, and RDS wakes a
@@ -343,15 +343,16 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 // and a reference: the common case of one goroutine reading the socket,
 // which sleeps in ppoll with neither mu nor the waiting list, so that a
 // wait costs fewer calls and atomic operations (integration/cmd/rdsinstr
-// counts them). Each try is op's receive (doRecv, called directly), or f
-// if op is nil; bop, if not nil, is the batch f receives for, which may
-// sleep in the kernel as op does (blockRecv). It reports whether the read is done, with its error, or
-// must park in the runtime poller; neither means that it goes on in the
-// shared way, which handles a closing socket and a socket kept in the
-// read instance. Close and SetReadDeadline wake the solo read through its
-// eventfd (wakeLocked): they set the closing bit or the deadline before
-// they look at soloBusy, and the read sets soloBusy before it looks at
-// them, so either the read sees the change or its eventfd is written.
+// counts them). Each try is op's receive (doRecv, called directly), or f if
+// op is nil; bop, if not nil, is the batch f receives for, which may sleep
+// in the kernel as op does (blockRecv). It reports whether the read is
+// done, with its error, or must park in the runtime poller; neither means
+// that it goes on in the shared way, which handles a closing socket and a
+// socket kept in the read instance. Close and SetReadDeadline wake the solo
+// read through its eventfd (wakeLocked): they set the closing bit or the
+// deadline before they look at soloBusy, and the read sets soloBusy before
+// it looks at them, so either the read sees the change or its eventfd is
+// written.
 func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bool) (done, park bool, err error) {
 	if k.soloEfd < 0 {
 		if err := k.newSoloEfd(); err != nil {
