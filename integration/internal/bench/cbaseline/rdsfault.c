@@ -314,7 +314,7 @@ static int path_ping(const char *local, const char *peer, int n, int limit_ms)
 			socklen_t fl = sizeof(from);
 			char b[64];
 			ssize_t r = recvfrom(p[i].fd, b, sizeof(b), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-			if (r != 0) /* a pong is empty; anything else is ignored */
+			if (r != 0 || fl == 0) /* a pong is empty and has a sender */
 				continue;
 			int port = from.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&from)->sin6_port
 							       : ((struct sockaddr_in *)&from)->sin_port;
@@ -323,8 +323,9 @@ static int path_ping(const char *local, const char *peer, int n, int limit_ms)
 			close(p[i].fd);
 			p[i].fd = -1; /* poll ignores it from now on */
 			answered++;
-			if (now_ms() - start > slowest)
-				slowest = now_ms() - start;
+			long took = now_ms() - start;
+			if (took > slowest)
+				slowest = took;
 		}
 	}
 	for (int i = 0; i < n; i++)
