@@ -818,7 +818,7 @@ func (s *Server) Close() error {
 // failed to send as often as they went through.
 const refusalsPerSecond = 64
 
-// refusalBudget counts each client's busy refusals in one-second windows,
+// refusalBudget counts each client's refusals in one-second windows,
 // in a fixed table indexed by a hash of the client's address, so that its
 // memory stays the same whatever addresses peers send from; clients that
 // share a slot share its budget.
