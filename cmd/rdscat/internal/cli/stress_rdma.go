@@ -647,7 +647,7 @@ func (s *sender) rdmaDone(t *senderTask, c barrier.Completion) {
 	if !ok {
 		return
 	}
-	s.inflight.Add(^uint64(0))
+	t.n.inflight.Add(^uint64(0))
 	switch c.Status {
 	case barrier.NotSent: // the sending loop reports it
 	case barrier.Success:
@@ -787,7 +787,7 @@ func (s *sender) issueAll(sendCtx context.Context, t *senderTask, op uint8, buf 
 		sl.ts = monoNow()
 		(&stressHdr{typ: typeRDMAImm, task: t.id, run: s.runID, seq: t.sent, ts: sl.ts, aux: uint32(cr.idx)}).put(imm)
 		rop.Remote, rop.Local, rop.Payload, rop.Keep = cr.cookie, sl.span[:], imm, sl
-		s.inflight.Add(1)
+		t.n.inflight.Add(1)
 		// Do waits out congestion and a full send buffer itself (the
 		// socket has Config.WaitCongested). If it fails, the tracker
 		// completed the operation as not sent and its slot is free
@@ -801,8 +801,8 @@ func (s *sender) issueAll(sendCtx context.Context, t *senderTask, op uint8, buf 
 			rt.reuseCredit(o.depth)
 		}
 		t.sent++
-		s.msgs.Add(1)
-		s.bytes.Add(uint64(o.rdmaSize))
+		t.n.msgs.Add(1)
+		t.n.bytes.Add(uint64(o.rdmaSize))
 	}
 	return err
 }

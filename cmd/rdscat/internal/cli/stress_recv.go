@@ -51,19 +51,13 @@ type receiver struct {
 	once  bool
 	start time.Time
 
-	msgs, bytes, acks atomic.Uint64 // live counters
-
-	mu      sync.Mutex
-	runs    map[uint32]*recvRun
-	streams map[streamKey]*recvStream
-	// the stream of the last message counted, so that a run's messages
-	// skip the map's hashing (r.mu; streams are never deleted)
-	lastKey    streamKey
-	lastStream *recvStream
-	finished   int
-	seqErrs    uint64
-	foreign    uint64
-	rdma       map[streamKey]*rdmaStream
+	mu       sync.Mutex
+	runs     map[uint32]*recvRun
+	streams  map[streamKey]*recvStream
+	finished int
+	seqErrs  uint64
+	foreign  uint64
+	rdma     map[streamKey]*rdmaStream
 	// the RDMA stream of the last immediate data (rdmaMu; entries of
 	// rdma are never deleted)
 	lastRDMAKey streamKey
@@ -90,7 +84,19 @@ type recvPort struct {
 	*receiver
 	c        *rdssock.Conn
 	rc       *rdmaops.Conn // RDMA mode: registers the pools' buffers
+	n        flowCount     // this port's share of the receiver's counters
 	received atomic.Uint64 // the stress messages counted on this port
+
+	// the stream of the port's last message counted, so that a run's
+	// messages skip the map's hashing (r.mu; streams are never deleted)
+	lastKey    streamKey
+	lastStream *recvStream
+}
+
+// totals adds up the ports' counters.
+func (r *receiver) totals() (msgs, bytes, acks uint64) {
+	msgs, bytes, acks, _ = sumFlows(r.ports, func(p *recvPort) *flowCount { return &p.n })
+	return msgs, bytes, acks
 }
 
 // newReceiver binds the receiver's sockets on lap and the -ports after it
@@ -318,15 +324,22 @@ func (r *receiver) addForeign() {
 
 // stream returns the stream of key, new if it has none; r.mu is held.
 func (r *receiver) stream(key streamKey) *recvStream {
-	if r.lastStream != nil && key.is(r.lastKey) {
-		return r.lastStream
-	}
 	s := r.streams[key]
 	if s == nil {
 		s = &recvStream{}
 		r.streams[key] = s
 	}
-	r.lastKey, r.lastStream = key, s
+	return s
+}
+
+// stream is r.stream for a message that port p received: the same stream
+// as p's last message skips the map. r.mu is held.
+func (p *recvPort) stream(key streamKey) *recvStream {
+	if p.lastStream != nil && key.is(p.lastKey) {
+		return p.lastStream
+	}
+	s := p.receiver.stream(key)
+	p.lastKey, p.lastStream = key, s
 	return s
 }
 
@@ -340,12 +353,12 @@ func (s *recvStream) record(seq uint64) {
 }
 
 // count records message seq of n bytes on stream key.
-func (r *receiver) count(key streamKey, seq, n uint64) {
-	r.mu.Lock()
-	r.stream(key).record(seq)
-	r.mu.Unlock()
-	r.msgs.Add(1)
-	r.bytes.Add(n)
+func (p *recvPort) count(key streamKey, seq, n uint64) {
+	p.mu.Lock()
+	p.stream(key).record(seq)
+	p.mu.Unlock()
+	p.n.msgs.Add(1)
+	p.n.bytes.Add(n)
 }
 
 // countImm takes the immediate data of an RDMA operation (rdmaImm) and
@@ -362,10 +375,10 @@ func (p *recvPort) countImm(e *env, h stressHdr, key streamKey, from netip.AddrP
 		return nil
 	}
 	r.mu.Lock()
-	r.stream(key).record(h.seq)
+	p.stream(key).record(h.seq)
 	r.mu.Unlock()
-	r.msgs.Add(1)
-	r.bytes.Add(uint64(st.size))
+	p.n.msgs.Add(1)
+	p.n.bytes.Add(uint64(st.size))
 	p.received.Add(1)
 	return nil
 }
@@ -378,7 +391,7 @@ func (p *recvPort) answer(e *env, h stressHdr, from netip.AddrPort, ack []byte) 
 	if err := sendRetry(e, p.c, ack[:size], from, 10*time.Second); err != nil {
 		return err
 	}
-	p.acks.Add(1)
+	p.n.acks.Add(1)
 	return nil
 }
 

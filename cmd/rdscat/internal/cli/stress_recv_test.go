@@ -9,21 +9,25 @@ import (
 )
 
 // TestReceiverStreams follows two sender tasks of one run through the
-// receiver's bookkeeping: counts, a sequence gap, a repeated fin, and the
-// run finishing with its last task.
+// receiver's bookkeeping: counts on two ports (each port's stream cache
+// must count a stream that moves between them in the one stream), a
+// sequence gap, a repeated fin, and the run finishing with its last task.
 func TestReceiverStreams(t *testing.T) {
 	r := &receiver{runs: map[uint32]*recvRun{}, streams: map[streamKey]*recvStream{}, rdma: map[streamKey]*rdmaStream{}}
+	p0, p1 := &recvPort{receiver: r}, &recvPort{receiver: r}
+	r.ports = []*recvPort{p0, p1}
 	from := netip.MustParseAddrPort("10.0.0.1:5000")
 	a, b := streamKey{7, 0, from}, streamKey{7, 1, from}
-	for _, seq := range []uint64{0, 1, 3, 4} { // 2 is missing
-		r.count(a, seq, 100)
+	p0.count(a, 0, 100)
+	p1.count(b, 0, 50)
+	p1.count(a, 1, 100) // a on the other port: p1's cache held b
+	p0.count(a, 3, 100) // 2 is missing; p0's cache still holds a
+	p0.count(a, 4, 100)
+	if msgs, bytes, _ := r.totals(); msgs != 5 || bytes != 450 {
+		t.Errorf("totals: %d messages, %d bytes; want 5, 450", msgs, bytes)
 	}
-	r.count(b, 0, 50)
-	if got, want := r.msgs.Load(), uint64(5); got != want {
-		t.Errorf("msgs = %d, want %d", got, want)
-	}
-	if got, want := r.bytes.Load(), uint64(450); got != want {
-		t.Errorf("bytes = %d, want %d", got, want)
+	if got := p1.n.msgs.Load(); got != 2 {
+		t.Errorf("port 1 counted %d messages, want 2", got)
 	}
 
 	fin := stressHdr{typ: typeFin, run: 7, task: 0, aux: 2}

@@ -116,15 +116,16 @@ func (r *receiver) report() *receiverReport {
 	secs := end.Sub(r.start).Seconds()
 	first := r.ports[0].c
 	tr, _ := first.Transport()
+	recv, recvBytes, acks := r.totals()
 	rep := &receiverReport{
 		Address:       first.LocalAddrPort().String(),
 		Ports:         len(r.ports),
 		PerPort:       r.perPort(),
 		Transport:     tr.String(),
 		Seconds:       secs,
-		Received:      r.msgs.Load(),
-		ReceivedBytes: r.bytes.Load(),
-		Acks:          r.acks.Load(),
+		Received:      recv,
+		ReceivedBytes: recvBytes,
+		Acks:          acks,
 		Runs:          len(r.runs),
 		TasksFinished: r.finished,
 		SeqErrors:     r.seqErrs,
@@ -144,8 +145,9 @@ func (s *sender) report() *senderReport {
 	rep := &senderReport{
 		Mode: o.mode, Source: s.tasks[0].c.LocalAddrPort().Addr().String(), Dest: s.dst.String(), Transport: tr.String(),
 		Tasks: o.tasks, Depth: o.depth, Size: int(o.size),
-		Sent: s.msgs.Load(), SentBytes: s.bytes.Load(), Congested: s.congestedSends(), Errors: s.errs.Load(),
+		Congested: s.congestedSends(), Errors: s.errs.Load(),
 	}
+	rep.Sent, rep.SentBytes, _ = s.totals()
 	if o.mode == "rr" {
 		rep.AckSize = int(o.ackSize)
 	}
@@ -220,12 +222,12 @@ func snapshot(s *sender, r *receiver) liveSnap {
 	var x liveSnap
 	if s != nil {
 		x.sender = true
-		x.sent, x.sentBytes, x.inflight = s.msgs.Load(), s.bytes.Load(), s.inflight.Load()
+		x.sent, x.sentBytes, x.inflight = s.totals()
 		x.congested, x.errs = s.congestedSends(), s.errs.Load()
 	}
 	if r != nil {
 		x.receiver = true
-		x.recv, x.recvBytes = r.msgs.Load(), r.bytes.Load()
+		x.recv, x.recvBytes, _ = r.totals()
 	}
 	return x
 }

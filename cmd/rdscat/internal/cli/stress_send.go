@@ -29,6 +29,7 @@ type senderTask struct {
 	acked   atomic.Uint64
 	counted uint64
 	rdma    *rdmaTask // RDMA mode
+	n       flowCount // this task's share of the sender's counters
 }
 
 type sender struct {
@@ -39,7 +40,35 @@ type sender struct {
 	start time.Time
 	end   atomic.Int64 // UnixNano when the last task stopped sending
 
-	msgs, bytes, errs, inflight atomic.Uint64
+	errs atomic.Uint64
+}
+
+// flowCount is what one goroutine (a sender task, a receiver port) has
+// counted, message by message, in counters of its own: counters that every
+// task updated for every message would pass one cache line between the
+// CPUs per message. The live line and the report add them up (sumFlows).
+type flowCount struct {
+	msgs, bytes, acks, inflight atomic.Uint64
+	_                           [32]byte // the rest of a 64-byte line
+}
+
+// sumFlows adds up the counts of the flows of,
+// in the order msgs, bytes, acks, in flight.
+func sumFlows[T any](of []T, count func(T) *flowCount) (msgs, bytes, acks, inflight uint64) {
+	for _, x := range of {
+		n := count(x)
+		msgs += n.msgs.Load()
+		bytes += n.bytes.Load()
+		acks += n.acks.Load()
+		inflight += n.inflight.Load()
+	}
+	return msgs, bytes, acks, inflight
+}
+
+// totals adds up the tasks' counters.
+func (s *sender) totals() (msgs, bytes, inflight uint64) {
+	msgs, bytes, _, inflight = sumFlows(s.tasks, func(t *senderTask) *flowCount { return &t.n })
+	return msgs, bytes, inflight
 }
 
 // defaultSendRoom is what RDS lets a socket queue with the kernel's default
@@ -209,11 +238,11 @@ func (s *sender) sendAll(sendCtx context.Context, t *senderTask) (unanswered int
 			break
 		}
 		t.sent++
-		s.msgs.Add(1)
-		s.bytes.Add(uint64(len(msg)))
+		t.n.msgs.Add(1)
+		t.n.bytes.Add(uint64(len(msg)))
 		if rr {
 			unanswered++
-			s.inflight.Add(1)
+			t.n.inflight.Add(1)
 		}
 	}
 	return unanswered, err
@@ -294,7 +323,7 @@ func (s *sender) readAnswers(ctx context.Context, t *senderTask, ms []rdssock.Me
 		}
 		if got > 0 {
 			t.acked.Add(uint64(got))
-			s.inflight.Add(^uint64(got - 1))
+			t.n.inflight.Add(^uint64(got - 1))
 			return got, nil
 		}
 	}
@@ -322,7 +351,7 @@ func (s *sender) readTask(ctx context.Context, t *senderTask, buf []byte, want u
 		if want == typeAck {
 			t.hist.Record(uint64(max(monoNow()-h.ts, 0)))
 			t.acked.Add(1)
-			s.inflight.Add(^uint64(0))
+			t.n.inflight.Add(^uint64(0))
 		}
 		return h, nil
 	}
