@@ -49,6 +49,25 @@
 //	                each one's perf report into DIR: where the CPU time
 //	                goes, kernel and user, function by function; like
 //	                -pgo, for diagnosis, not a benchmark
+//	-perfstat       with -perf: count instead of sampling (perf stat) each
+//	                process's system calls by kind and its context switches;
+//	                each round's line shows them per message sent, over the
+//	                process's whole run, and DIR gets the raw counts
+//	-ab BINARY      A/B mode: run this other rdscat build (say, one built
+//	                from the previous commit) in the C baseline's place, so
+//	                that the tools table compares it (A, in the C column)
+//	                with this tree's rdscat (B) in the same run, alternating;
+//	                needs -run with tool workloads only
+//	-env-a, -env-b "NAME=VALUE ..."
+//	                A/B mode: environment added to A's and B's rdscat
+//	                processes; -env-a alone compares this tree's rdscat with
+//	                itself under two environments (GOMAXPROCS, GODEBUG)
+//
+// A change to the library or to rdscat, against the previous commit, with
+// the system calls and context switches of each side:
+//
+//	git worktree add /tmp/prev HEAD~1 && (cd /tmp/prev && CGO_ENABLED=0 go build -o /tmp/rdscat-prev ./cmd/rdscat)
+//	go run ./integration/cmd/rdsbench -run "tools rr tcp 4x8 64B" -rounds 8 -extra 0 -long 0 -diag "" -ab /tmp/rdscat-prev -perf /tmp/counts -perfstat
 //
 // cmd/rdscat/default.pgo, the profile that every build of rdscat uses
 // (profile-guided optimization), is regenerated with
@@ -89,6 +108,7 @@ const (
 	cBinary       = "rdsbench-c"
 	stressCBinary = "rdsstress-c"
 	rdscatBinary  = "rdscat"
+	abBinary      = "rdscat-a" // the -ab build in testdata
 )
 
 func main() {
@@ -126,6 +146,9 @@ type runFlags struct {
 	allocSites   bool
 	profiles     bool
 	perf         bool
+	perfStat     bool
+	ab           bool   // testdata holds rdscat-a (the host's -ab)
+	envA, envB   string // NAME=VALUE ... for A's and B's processes
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -140,12 +163,21 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allocSites, "allocsites", false, "with -v: show the call sites of the Go workers' allocations in each window (slows them down)")
 	fs.BoolVar(&f.profiles, "profiles", false, "guest: profile the rdscat processes and print the profiles (the host's -pgo sets it)")
 	fs.BoolVar(&f.perf, "perfrecord", false, "guest: run the tools under perf (testdata/perf) and print the reports (the host's -perf sets it)")
+	fs.BoolVar(&f.perfStat, "perfstat", false, "with -perf: count each tools process's system calls by kind and its context switches (perf stat) instead of sampling it; each round's line shows them per message, DIR gets the counts")
+	fs.BoolVar(&f.ab, "abguest", false, "guest: run testdata/"+abBinary+" in the C baseline's place (the host's -ab sets it)")
+	fs.StringVar(&f.envA, "env-a", "", "A/B mode: `NAME=VALUE ...` (space-separated) added to the environment of A's rdscat processes; alone, it compares this tree's rdscat with itself under two environments")
+	fs.StringVar(&f.envB, "env-b", "", "A/B mode: `NAME=VALUE ...` added to the environment of B's (this tree's) rdscat processes")
 }
+
+// abMode reports whether the tools rounds compare two rdscat builds or
+// environments instead of C and rdscat.
+func (f *runFlags) abMode() bool { return f.ab || f.envA != "" }
 
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-extra", fmt.Sprint(f.extra), "-warm", f.warm.String(), "-window", f.window.String(),
 		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles), fmt.Sprintf("-perfrecord=%v", f.perf),
+		fmt.Sprintf("-perfstat=%v", f.perfStat), fmt.Sprintf("-abguest=%v", f.ab), "-env-a", f.envA, "-env-b", f.envB,
 	}
 }
 
@@ -175,6 +207,24 @@ func guest(args []string) int {
 		fmt.Fprintf(os.Stderr, "rdsbench: no workload matches -run %q\n", f.run)
 		return 2
 	}
+	abBin := ""
+	if f.abMode() {
+		if len(ws) > 0 || len(tools) == 0 {
+			fmt.Fprintf(os.Stderr, "rdsbench: A/B mode compares rdscat builds in the tools rounds: -run %q must select tool workloads only\n", f.run)
+			return 2
+		}
+		if f.ab {
+			if abBin, err = filepath.Abs(filepath.Join("testdata", abBinary)); err != nil {
+				fmt.Fprintln(os.Stderr, "rdsbench:", err)
+				return 1
+			}
+		}
+		a := "this tree's rdscat"
+		if f.ab {
+			a = "the -ab build"
+		}
+		fmt.Printf("A/B mode: the C column is A (%s, environment %q), the rdscat column is B (this tree's rdscat, environment %q)\n", a, f.envA, f.envB)
+	}
 	profDir := ""
 	if f.profiles {
 		if profDir, err = os.MkdirTemp("", "rdsbench-profiles-"); err != nil {
@@ -187,6 +237,9 @@ func guest(args []string) int {
 		if perfTool, err = filepath.Abs(filepath.Join("testdata", "perf")); err == nil {
 			perfDir, err = os.MkdirTemp("", "rdsbench-perf-")
 		}
+		if err == nil && f.perfStat {
+			err = mountTracefs()
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
@@ -194,7 +247,8 @@ func guest(args []string) int {
 	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: bins[0], GoBinary: self, GoArgs: []string{"worker"},
-		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir,
+		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir, PerfStat: f.perfStat,
+		ABRdscat: abBin, EnvA: strings.Fields(f.envA), EnvB: strings.Fields(f.envB),
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
@@ -218,7 +272,12 @@ func guest(args []string) int {
 			return 1
 		}
 	}
-	if perfDir != "" {
+	if perfDir != "" && f.perfStat {
+		if err := printFiles(os.Stdout, perfDir, perfLine, ".stat"); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench:", err)
+			return 1
+		}
+	} else if perfDir != "" {
 		if err := perfReports(perfTool, perfDir); err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
@@ -444,7 +503,17 @@ func host(args []string) int {
 	out := fs.String("o", "", "report file (default BENCHMARKS.md at the repository root; with -run only when given)")
 	pgo := fs.String("pgo", "", "profile the rdscat processes of the tools rounds and merge the profiles into `PATH` (the run's numbers are no benchmark then)")
 	perfOut := fs.String("perf", "", "run the tools rounds' processes under perf record in the VM and write their reports into `DIR` (the run's numbers are no benchmark then)")
+	ab := fs.String("ab", "", "A/B mode: run this other rdscat `BINARY` (for example one built from another revision) in the C baseline's place in the tools rounds, so that the table compares it (A, in the C column) with this tree's rdscat (B) in the same run; needs -run with tool workloads only")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	f.ab = *ab != ""
+	if f.perfStat && *perfOut == "" {
+		fmt.Fprintln(os.Stderr, "rdsbench: -perfstat counts under perf: give -perf DIR too")
+		return 2
+	}
+	if f.abMode() && f.run == "" {
+		fmt.Fprintln(os.Stderr, "rdsbench: A/B mode (-ab, -env-a) needs -run with tool workloads (it must not write BENCHMARKS.md)")
 		return 2
 	}
 	if (*pgo != "" || *perfOut != "") && *out == "" && f.run == "" {
@@ -498,6 +567,12 @@ func host(args []string) int {
 		}
 	}
 
+	if *ab != "" {
+		if err := copyFile(*ab, filepath.Join(work, "testdata", abBinary)); err != nil {
+			fmt.Fprintln(os.Stderr, "rdsbench: -ab:", err)
+			return 1
+		}
+	}
 	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
 	nt := len(bench.SelectTools(bench.ToolWorkloads(), f.run))
 	runs := nw*f.rounds*2 + len(diagnose(f.diag))*3*5
@@ -538,7 +613,11 @@ func host(args []string) int {
 		logf("merged %d profiles into %s", len(paths), *pgo)
 	}
 	if *perfOut != "" {
-		paths, err := extractFiles(captured.Bytes(), *perfOut, perfLine, ".txt")
+		suffix := ".txt"
+		if f.perfStat {
+			suffix = ".stat"
+		}
+		paths, err := extractFiles(captured.Bytes(), *perfOut, perfLine, suffix)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
@@ -715,4 +794,13 @@ func firstLine(name string, args ...string) string {
 	}
 	line, _, _ := strings.Cut(string(out), "\n")
 	return strings.TrimSpace(line)
+}
+
+// copyFile copies the executable src to dst.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }

@@ -78,3 +78,19 @@ func TestPerfTrim(t *testing.T) {
 		t.Errorf("perfTrim:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestHostRefuses: flag combinations that would mislead are refused
+// before anything is built.
+func TestHostRefuses(t *testing.T) {
+	for _, args := range [][]string{
+		{"-perfstat"},                     // counts need -perf DIR
+		{"-ab", "/tmp/rdscat-old"},        // an A/B run must not write BENCHMARKS.md
+		{"-env-a", "GOMAXPROCS=4"},        // nor one of environments
+		{"-perf", t.TempDir()},            // a profiled run must not either
+		{"-rounds", "1", "-no-such-flag"}, // a typo
+	} {
+		if got := host(args); got != 2 {
+			t.Errorf("rdsbench %q exits %d, want 2", args, got)
+		}
+	}
+}

@@ -46,6 +46,21 @@ type Config struct {
 	// of the tools rounds, C and Go, then runs under perf record, writing
 	// its samples into PerfDir. Like ProfileDir, for diagnosis only.
 	Perf, PerfDir string
+	// PerfStat, with Perf, runs those processes under perf stat instead
+	// (see PerfStat): each round's line then gives, for each process, its
+	// system calls of the kinds that matter here and its context switches
+	// per message, counted over its whole run.
+	PerfStat bool
+
+	// ABRdscat, when set, is another build of rdscat that the tools rounds
+	// run in the C baseline's place: the tools table then compares two
+	// builds in the same run, ABRdscat (A) in the C column and Rdscat (B)
+	// in the rdscat column. EnvA and EnvB (NAME=VALUE) are added to the
+	// environment of A's and B's processes; with ABRdscat empty, EnvA
+	// alone selects A/B mode with Rdscat on both sides. For comparing
+	// changes, never for the report.
+	ABRdscat   string
+	EnvA, EnvB []string
 
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration
@@ -57,3 +72,7 @@ type Config struct {
 	// allocations in their windows (with Verbose, they are logged).
 	AllocSites bool
 }
+
+// abMode reports whether the tools rounds compare two builds of rdscat
+// (see Config.ABRdscat).
+func (c *Config) abMode() bool { return c.ABRdscat != "" || len(c.EnvA) > 0 }

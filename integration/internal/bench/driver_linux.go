@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -75,6 +76,9 @@ func Run(cfg *Config) (*Report, error) {
 	}
 	d := &driver{cfg: &c, port: 20000, pin: -1, pin2: -1}
 	d.impls = [2]impl{{name: "C", bin: c.CBinary}, {name: "Go", bin: c.GoBinary, pre: c.GoArgs}}
+	if c.abMode() {
+		d.impls[0].name, d.impls[1].name = "A", "B" // the tools rounds' names
+	}
 	if c.AllocSites {
 		d.impls[1].extra = []string{"allocsites=1"}
 	}
@@ -577,8 +581,17 @@ func (d *driver) startMarked(im impl, role string, o *Options, mark func(string)
 // is started bound to that CPU: the affinity of the forking thread is
 // inherited by the child and all its threads.
 func startProc(bin string, args []string, echo, mark func(string), cpu int) (*proc, error) {
+	return startProcEnv(bin, args, nil, echo, mark, cpu)
+}
+
+// startProcEnv is startProc with env (NAME=VALUE) added to the process's
+// environment.
+func startProcEnv(bin string, args, env []string, echo, mark func(string), cpu int) (*proc, error) {
 	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{}), echo: echo}
 	p.cmd = exec.Command(bin, args...)
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = &limitedWriter{w: &p.stderr, n: 4096}
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {

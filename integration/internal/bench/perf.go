@@ -1,6 +1,13 @@
 package bench
 
-import "path/filepath"
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
 
 // PerfRecord returns the command that runs bin with args under perf record
 // (software CPU-clock samples at 4 kHz, which work in a guest without a
@@ -18,4 +25,82 @@ func PerfRecord(dir, out, bin string, args []string) (string, []string) {
 // 0.3%.
 func PerfReport(dir, data, sort string) (string, []string) {
 	return filepath.Join(dir, "ld.so"), []string{"--library-path", dir, filepath.Join(dir, "perf"), "report", "-i", data, "--stdio", "--no-children", "--sort", sort, "--percent-limit", "0.3"}
+}
+
+// statSyscalls are the system calls PerfStat counts by kind: those of the
+// data path (C: ppoll, recvmsg, sendmsg; Go: also recvmmsg) and those that
+// only the Go runtime and rdssock's waits make (threads parking on futexes,
+// sysmon's sleeps, preemption signals, the runtime poller, the thread ID a
+// read in recvmsg publishes).
+var statSyscalls = []string{
+	"recvmsg", "recvmmsg", "sendmsg", "ppoll", "poll", "futex", "epoll_pwait", "epoll_ctl",
+	"nanosleep", "tgkill", "gettid", "fcntl", "sched_yield",
+}
+
+// PerfStat returns the command that runs bin with args under perf stat,
+// writing to out the counts of its system calls (all, and each kind of
+// statSyscalls), context switches and CPU migrations, over all its threads
+// and children. Those are software events and tracepoints, which work in
+// a guest without a PMU; the tracepoints need tracefs mounted.
+func PerfStat(dir, out, bin string, args []string) (string, []string) {
+	ev := []string{"raw_syscalls:sys_enter", "context-switches", "cpu-migrations"}
+	for _, s := range statSyscalls {
+		ev = append(ev, "syscalls:sys_enter_"+s)
+	}
+	a := []string{"--library-path", dir, filepath.Join(dir, "perf"), "stat", "-x", ",", "-e", strings.Join(ev, ","), "-o", out, "--", bin}
+	return filepath.Join(dir, "ld.so"), append(a, args...)
+}
+
+// ParsePerfStat reads the CSV output of PerfStat's perf stat (-x ,):
+// each event's count, named "syscalls" for all system calls, the bare
+// name for one kind, and the software events' names.
+func ParsePerfStat(b []byte) (map[string]uint64, error) {
+	counts := map[string]uint64{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Split(line, ",")
+		if len(f) < 3 {
+			continue
+		}
+		if strings.HasPrefix(f[0], "<") {
+			continue // <not counted>, <not supported>
+		}
+		n, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("perf stat line %q: no count (%v)", line, err)
+		}
+		name := f[2]
+		switch {
+		case name == "raw_syscalls:sys_enter":
+			name = "syscalls"
+		case strings.HasPrefix(name, "syscalls:sys_enter_"):
+			name = strings.TrimPrefix(name, "syscalls:sys_enter_")
+		}
+		counts[name] = n
+	}
+	if len(counts) == 0 {
+		return nil, fmt.Errorf("perf stat wrote no counts: %q", b)
+	}
+	return counts, sc.Err()
+}
+
+// PerMessage formats counts per message, n messages: all system calls and
+// context switches first, then every kind that occurred at least once per
+// 100 messages, in statSyscalls' order.
+func PerMessage(counts map[string]uint64, n uint64) string {
+	if n == 0 {
+		return "no messages"
+	}
+	per := func(k string) float64 { return float64(counts[k]) / float64(n) }
+	parts := []string{fmt.Sprintf("syscalls %.2f", per("syscalls")), fmt.Sprintf("switches %.2f", per("context-switches"))}
+	for _, s := range statSyscalls {
+		if v := per(s); v >= 0.01 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", s, v))
+		}
+	}
+	return strings.Join(parts, " ")
 }

@@ -84,6 +84,9 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 				impl, fmtNum(m.rate), w.Unit(), fmtNum(m.own),
 				fmtNum(m.cpuSender), fmtNum(m.useSender[0]), m.useSender[1], m.useSender[2],
 				fmtNum(m.cpuReceiver), fmtNum(m.useReceiver[0]), m.useReceiver[1], m.useReceiver[2]))
+			if m.calls[0] != "" {
+				line[len(line)-1] += fmt.Sprintf(" [per message over the whole run, sender: %s; receiver: %s]", m.calls[0], m.calls[1])
+			}
 			if d.cfg.Verbose {
 				d.logf("    %s: %d sent by its own count, %d by the kernel's over the whole run", impl, m.sent, m.counted)
 			}
@@ -110,6 +113,7 @@ type toolMeasurement struct {
 	sent                   uint64     // requests, messages or operations the tool says it sent in its whole run
 	counted                uint64     // the kernel's count of them over the whole run (see ToolWorkload.Counter)
 	useSender, useReceiver [3]float64 // per unit: user CPU us, voluntary and involuntary switches
+	calls                  [2]string  // Config.PerfStat: the sender's and the receiver's system calls per message sent
 }
 
 // toolOnce runs one tool (rdscat if goTool, else the C baseline) on w: the
@@ -134,8 +138,17 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	bin := d.cfg.StressC
 	recvArgs, sendArgs := w.CArgs(run)
 	stem := fmt.Sprintf("%s-%d-", strings.ReplaceAll(w.Name, " ", "_"), d.port) // names a profile or perf file
-	if goTool {
+	// rdscat: this side runs rdscat, the rdscat column's (goTool) or,
+	// in A/B mode, A in the C column's place.
+	rdscat, env := goTool || d.cfg.abMode(), d.cfg.EnvB
+	if rdscat {
 		bin = d.cfg.Rdscat
+		if !goTool {
+			env = d.cfg.EnvA
+			if d.cfg.ABRdscat != "" {
+				bin = d.cfg.ABRdscat
+			}
+		}
 		run.Ready = filepath.Join(os.TempDir(), fmt.Sprintf("rdsbench-ready-%d", d.port))
 		_ = os.Remove(run.Ready)
 		defer os.Remove(run.Ready)
@@ -147,22 +160,28 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		}
 	}
 	recvBin, sendBin := bin, bin
+	var statOut [2]string // PerfStat's files, sender and receiver
 	if d.cfg.Perf != "" {
-		tool := "c"
+		tool := strings.ToLower(d.impls[0].name)
 		if goTool {
-			tool = "go"
+			tool = strings.ToLower(d.impls[1].name)
 		}
 		base := filepath.Join(d.cfg.PerfDir, stem+tool+"-")
-		recvBin, recvArgs = PerfRecord(d.cfg.Perf, base+"receiver.data", bin, recvArgs)
-		sendBin, sendArgs = PerfRecord(d.cfg.Perf, base+"sender.data", bin, sendArgs)
+		perf, ext := PerfRecord, ".data"
+		if d.cfg.PerfStat {
+			perf, ext = PerfStat, ".stat"
+			statOut = [2]string{base + "sender" + ext, base + "receiver" + ext}
+		}
+		recvBin, recvArgs = perf(d.cfg.Perf, base+"receiver"+ext, bin, recvArgs)
+		sendBin, sendArgs = perf(d.cfg.Perf, base+"sender"+ext, bin, sendArgs)
 	}
 	var recvOut, sendOut capture
-	pr, err := startProc(recvBin, recvArgs, d.capture(&recvOut, goTool, "receiver"), nil, -1)
+	pr, err := startProcEnv(recvBin, recvArgs, env, d.capture(&recvOut, rdscat, "receiver"), nil, -1)
 	if err != nil {
 		return m, err
 	}
 	defer pr.kill()
-	if goTool {
+	if rdscat {
 		err = waitFile(pr, run.Ready, time.Minute)
 	} else {
 		err = pr.waitReady(time.Minute)
@@ -177,7 +196,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		return m, err
 	}
 	t0 := time.Now()
-	ps, err := startProc(sendBin, sendArgs, d.capture(&sendOut, goTool, "sender"), nil, -1)
+	ps, err := startProcEnv(sendBin, sendArgs, env, d.capture(&sendOut, rdscat, "sender"), nil, -1)
 	if err != nil {
 		return m, err
 	}
@@ -245,7 +264,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 			return m, fmt.Errorf("%s: %v\n%s%s", p.side, p.p.err, p.out.String(), strings.TrimSpace(p.p.stderr.String()))
 		}
 	}
-	if goTool {
+	if rdscat {
 		s, err := ParseStressSummary(sendOut.String())
 		if err != nil || s.Sender == nil {
 			return m, fmt.Errorf("rdscat sender's summary: %v\n%s", err, sendOut.String())
@@ -274,6 +293,19 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	units := float64(b.Count-a.Count) / per
 	m.useSender[0], m.useSender[1], m.useSender[2] = b.SenderUse.PerUnit(a.SenderUse, units)
 	m.useReceiver[0], m.useReceiver[1], m.useReceiver[2] = b.ReceiverUse.PerUnit(a.ReceiverUse, units)
+	if err == nil && statOut[0] != "" {
+		for i, f := range statOut {
+			out, rerr := os.ReadFile(f)
+			var counts map[string]uint64
+			if rerr == nil {
+				counts, rerr = ParsePerfStat(out)
+			}
+			if rerr != nil {
+				return m, fmt.Errorf("perf stat: %w", rerr)
+			}
+			m.calls[i] = PerMessage(counts, m.sent)
+		}
+	}
 	return m, err
 }
 
@@ -297,9 +329,9 @@ func (c *capture) String() string {
 	return c.sb.String()
 }
 
-func (d *driver) capture(c *capture, goTool bool, side string) func(string) {
+func (d *driver) capture(c *capture, rdscat bool, side string) func(string) {
 	name := "C"
-	if goTool {
+	if rdscat {
 		name = "rdscat"
 	}
 	return func(line string) {
