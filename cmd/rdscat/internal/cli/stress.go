@@ -37,7 +37,7 @@ Modes:
 Each sender task is one goroutine with one socket: it sends until -depth
 requests are unanswered, then reads an answer, as a C poll loop does, and
 like it sleeps in the kernel while it waits (rdssock's way of waiting for
-a read). Unless GOMAXPROCS is set, stress raises it to one more than such
+a read). Unless GOMAXPROCS is set, stress raises it to the number of such
 goroutines (tasks, plus one per receiver port), so that each can wait
 keeping its P.
 
@@ -383,13 +383,17 @@ func (o *stressOpts) checkPorts(lap, dst netip.AddrPort) error {
 	return nil
 }
 
-// procs is the GOMAXPROCS a run needs: an rdssock read sleeps in the
-// kernel, keeping its P, for 10 ms while another P stays free, and for
-// 250 us at most on the last free P before it parks in the runtime poller,
-// which costs more per message; so one P per task and per receiver port,
-// and one more.
+// procs is the GOMAXPROCS a run needs: one P per task and per receiver
+// port, so that each of their reads can sleep in the kernel keeping its P
+// (see rdssock's kwait_linux.go; the last one to take the last P sleeps
+// there 250 us at most, then parks in the runtime poller). No P more: an
+// idle P makes the runtime wake a thread to look for work whenever a
+// goroutine becomes runnable, which in the test VM cost rr tcp 4x8 about
+// 0.1 futex calls and 0.1 context switches per request on each side, and
+// CPU per request of 0.98 and 0.90 (64 B and 1 KiB requests; medians of 8
+// paired rounds, rdsbench -env-a GOMAXPROCS=5 -env-b GOMAXPROCS=4).
 func (o *stressOpts) procs() int {
-	busy := 1
+	busy := 0
 	if o.to != "" {
 		busy += o.tasks
 	}
