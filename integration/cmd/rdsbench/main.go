@@ -240,6 +240,12 @@ func guest(args []string) int {
 		if err == nil && f.perfStat {
 			err = mountTracefs()
 		}
+		if err == nil && f.perfStat {
+			var stop func()
+			if stop, err = bench.HoldTracepoints(perfTool); err == nil {
+				defer stop()
+			}
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1

@@ -589,6 +589,9 @@ func startProc(bin string, args []string, echo, mark func(string), cpu int) (*pr
 func startProcEnv(bin string, args, env []string, echo, mark func(string), cpu int) (*proc, error) {
 	p := &proc{ready: make(chan struct{}), result: make(chan Result, 4), done: make(chan struct{}), echo: echo}
 	p.cmd = exec.Command(bin, args...)
+	// A group of its own, which kill ends whole: a tool's forked tasks,
+	// and the tool itself when it runs under perf.
+	p.cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
 	if len(env) > 0 {
 		p.cmd.Env = append(os.Environ(), env...)
 	}
@@ -682,7 +685,9 @@ func (p *proc) kill() {
 		return
 	default:
 	}
-	_ = p.cmd.Process.Kill()
+	// The whole group: a process left alive would hold the output pipe
+	// that done waits for (perf's child, once perf is killed, does).
+	_ = unix.Kill(-p.cmd.Process.Pid, unix.SIGKILL)
 	<-p.done
 }
 

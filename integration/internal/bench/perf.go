@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PerfRecord returns the command that runs bin with args under perf record
@@ -43,12 +45,35 @@ var statSyscalls = []string{
 // and children. Those are software events and tracepoints, which work in
 // a guest without a PMU; the tracepoints need tracefs mounted.
 func PerfStat(dir, out, bin string, args []string) (string, []string) {
+	a := []string{"--library-path", dir, filepath.Join(dir, "perf"), "stat", "-x", ",", "-e", statEvents(), "-o", out, "--", bin}
+	return filepath.Join(dir, "ld.so"), append(a, args...)
+}
+
+func statEvents() string {
 	ev := []string{"raw_syscalls:sys_enter", "context-switches", "cpu-migrations"}
 	for _, s := range statSyscalls {
 		ev = append(ev, "syscalls:sys_enter_"+s)
 	}
-	a := []string{"--library-path", dir, filepath.Join(dir, "perf"), "stat", "-x", ",", "-e", strings.Join(ev, ","), "-o", out, "--", bin}
-	return filepath.Join(dir, "ld.so"), append(a, args...)
+	return strings.Join(ev, ",")
+}
+
+// HoldTracepoints keeps PerfStat's tracepoints enabled until stop: a perf
+// stat over the whole machine that counts into nothing. Enabling and
+// disabling a tracepoint patches kernel text, which for every PerfStat
+// process of a run (twice per tool run) once left a test VM's CPU spinning
+// in syscall_trace_enter for minutes (a soft lockup, Linux 6.1 under
+// TCG); held, the tools' own perf processes only add references.
+func HoldTracepoints(dir string) (stop func(), err error) {
+	cmd := exec.Command(filepath.Join(dir, "ld.so"), "--library-path", dir, filepath.Join(dir, "perf"), "stat", "-a", "-x", ",",
+		"-e", statEvents(), "-o", "/dev/null") // no command: counts until killed
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("perf stat holding the tracepoints: %w", err)
+	}
+	time.Sleep(time.Second) // until perf has opened its events
+	return func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}, nil
 }
 
 // ParsePerfStat reads the CSV output of PerfStat's perf stat (-x ,):

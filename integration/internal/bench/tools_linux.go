@@ -132,6 +132,9 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	}
 	d.port += uint16(2*w.Tasks + 2)
 	run := toolRun{Receiver: netip.AddrPortFrom(vmtest.IBAddr2, d.port), Sender: vmtest.IBAddr1, Duration: ToolSetupSlack + d.cfg.Warm + d.cfg.Window}
+	if d.cfg.Perf != "" {
+		run.Duration += ToolSetupSlack // perf starts the tools more slowly
+	}
 	if w.Path == PathTCP {
 		run.Receiver, run.Sender, run.NetNS = netip.AddrPortFrom(vmtest.TCPPeer4, d.port), vmtest.TCPLocal4, vmtest.PeerNamespaceName
 	}
