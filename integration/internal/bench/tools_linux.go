@@ -116,8 +116,9 @@ type toolMeasurement struct {
 	calls                  [2]string  // Config.PerfStat: the sender's and the receiver's system calls per message sent
 }
 
-// toolOnce runs one tool (rdscat if goTool, else the C baseline) on w: the
-// receiver, once bound, then the sender. The window opens Warm after the
+// toolOnce runs one tool (rdscat if goTool, else the C baseline, or in A/B
+// mode the A build of rdscat) on w: the receiver, once bound, then the
+// sender. The window opens Warm after the
 // workload's RDS counter first moves and lasts Window; at both edges the
 // driver reads the counter and the CPU time of both process trees. Both
 // tools must then finish cleanly (every message accounted for).
