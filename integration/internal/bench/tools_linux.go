@@ -132,6 +132,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		d.settle.add(waited, backlog)
 	}
 	d.port += uint16(2*w.Tasks + 2)
+	firstPort := d.port // the run's ports: firstPort to firstPort+2*w.Tasks+1
 	run := toolRun{Receiver: netip.AddrPortFrom(vmtest.IBAddr2, d.port), Sender: vmtest.IBAddr1, Duration: ToolSetupSlack + d.cfg.Warm + d.cfg.Window}
 	if d.cfg.Perf != "" {
 		run.Duration += ToolSetupSlack // perf starts the tools more slowly
@@ -265,7 +266,11 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 			return m, fmt.Errorf("%s did not finish", p.side)
 		}
 		if p.p.err != nil {
-			return m, fmt.Errorf("%s: %v\n%s%s", p.side, p.p.err, p.out.String(), strings.TrimSpace(p.p.stderr.String()))
+			err := fmt.Errorf("%s: %v\n%s%s", p.side, p.p.err, p.out.String(), strings.TrimSpace(p.p.stderr.String()))
+			if w.Path == PathTCP {
+				err = fmt.Errorf("%w\n%s", err, stuckMessages(firstPort, d.port+uint16(2*w.Tasks+1)))
+			}
+			return m, err
 		}
 	}
 	if rdscat {
