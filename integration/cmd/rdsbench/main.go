@@ -53,8 +53,9 @@
 //	                process's system calls by kind and its context switches;
 //	                each round's line shows them per message sent, over the
 //	                process's whole run, and DIR gets the raw counts
-//	-ab BINARY      A/B mode: run this other rdscat build (say, one built
-//	                from the previous commit) in the C baseline's place, so
+//	-ab BINARY      A/B mode: run this other rdscat build (static, as
+//	                CGO_ENABLED=0 makes it: the VM has no shell or libc; say,
+//	                one built from the previous commit) in the C baseline's place, so
 //	                that the tools table compares it (A, in the C column)
 //	                with this tree's rdscat (B) in the same run, alternating;
 //	                needs -run with tool workloads only
