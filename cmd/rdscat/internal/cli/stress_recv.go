@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-rds/rds/rdmaops"
@@ -82,10 +81,9 @@ type receiver struct {
 // needs: answers go out on the socket the request came in on.
 type recvPort struct {
 	*receiver
-	c        *rdssock.Conn
-	rc       *rdmaops.Conn // RDMA mode: registers the pools' buffers
-	n        flowCount     // this port's share of the receiver's counters
-	received atomic.Uint64 // the stress messages counted on this port
+	c  *rdssock.Conn
+	rc *rdmaops.Conn // RDMA mode: registers the pools' buffers
+	n  flowCount     // this port's share of the receiver's counters (n.msgs: the stress messages counted on it)
 
 	// the stream of the port's last message counted, so that a run's
 	// messages skip the map's hashing (r.mu; streams are never deleted)
@@ -157,7 +155,7 @@ func (r *receiver) perPort() []uint64 {
 	}
 	n := make([]uint64, len(r.ports))
 	for i, p := range r.ports {
-		n[i] = p.received.Load()
+		n[i] = p.n.msgs.Load()
 	}
 	return n
 }
@@ -295,7 +293,6 @@ func (p *recvPort) handle(ctx context.Context, e *env, h stressHdr, msg []byte, 
 		}
 	case typeData, typeReq:
 		p.count(key, h.seq, uint64(len(msg)))
-		p.received.Add(1)
 		if h.typ == typeReq {
 			if err := p.answer(e, h, from, ack); err != nil {
 				return true, unlessDone(ctx, fmt.Errorf("ack to %v: %w", from, err))
@@ -379,7 +376,6 @@ func (p *recvPort) countImm(e *env, h stressHdr, key streamKey, from netip.AddrP
 	r.mu.Unlock()
 	p.n.msgs.Add(1)
 	p.n.bytes.Add(uint64(st.size))
-	p.received.Add(1)
 	return nil
 }
 
