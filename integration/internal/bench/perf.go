@@ -17,8 +17,14 @@ import (
 // and their loader as ld.so, so that perf runs where it is not installed
 // (the test VM): the loader starts perf with dir as its library path.
 func PerfRecord(dir, out, bin string, args []string) (string, []string) {
-	a := []string{"--library-path", dir, filepath.Join(dir, "perf"), "record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", out, "--", bin}
-	return filepath.Join(dir, "ld.so"), append(a, args...)
+	return shippedPerf(dir, append([]string{"record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", out, "--", bin}, args...))
+}
+
+// shippedPerf returns the command that runs perf with args from dir, which
+// holds perf, its shared libraries and their loader as ld.so: the loader
+// starts perf with dir as its library path.
+func shippedPerf(dir string, args []string) (string, []string) {
+	return filepath.Join(dir, "ld.so"), append([]string{"--library-path", dir, filepath.Join(dir, "perf")}, args...)
 }
 
 // PerfReport returns the command that prints the report of the samples in
@@ -26,7 +32,7 @@ func PerfRecord(dir, out, bin string, args []string) (string, []string) {
 // the program and each library; "dso,sym": of each function), down to
 // 0.3%.
 func PerfReport(dir, data, sort string) (string, []string) {
-	return filepath.Join(dir, "ld.so"), []string{"--library-path", dir, filepath.Join(dir, "perf"), "report", "-i", data, "--stdio", "--no-children", "--sort", sort, "--percent-limit", "0.3"}
+	return shippedPerf(dir, []string{"report", "-i", data, "--stdio", "--no-children", "--sort", sort, "--percent-limit", "0.3"})
 }
 
 // statSyscalls are the system calls PerfStat counts by kind: those of the
@@ -45,8 +51,7 @@ var statSyscalls = []string{
 // and children. Those are software events and tracepoints, which work in
 // a guest without a PMU; the tracepoints need tracefs mounted.
 func PerfStat(dir, out, bin string, args []string) (string, []string) {
-	a := []string{"--library-path", dir, filepath.Join(dir, "perf"), "stat", "-x", ",", "-e", statEvents(), "-o", out, "--", bin}
-	return filepath.Join(dir, "ld.so"), append(a, args...)
+	return shippedPerf(dir, append([]string{"stat", "-x", ",", "-e", statEvents(), "-o", out, "--", bin}, args...))
 }
 
 func statEvents() string {
@@ -64,8 +69,8 @@ func statEvents() string {
 // in syscall_trace_enter for minutes (a soft lockup, Linux 6.1 under
 // TCG); held, the tools' own perf processes only add references.
 func HoldTracepoints(dir string) (stop func(), err error) {
-	cmd := exec.Command(filepath.Join(dir, "ld.so"), "--library-path", dir, filepath.Join(dir, "perf"), "stat", "-a", "-x", ",",
-		"-e", statEvents(), "-o", "/dev/null") // no command: counts until killed
+	bin, args := shippedPerf(dir, []string{"stat", "-a", "-x", ",", "-e", statEvents(), "-o", "/dev/null"}) // no command: counts until killed
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("perf stat holding the tracepoints: %w", err)
 	}
