@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,6 +16,21 @@ type Row struct {
 	Goal     Goal      // target on Go/C
 	C, Go    []float64 // one value per successful round, scaled to the label's unit
 	Err      string    // why rounds are missing, if any
+
+	// Pairs are Go/C of each round in which both sides succeeded (tools
+	// rows): the two measurements of a round run back to back, so a
+	// pair's ratio leaves out the slow drift of the host's load that
+	// makes the medians' spreads.
+	Pairs []float64 `json:",omitempty"`
+}
+
+// Better reports whether ratio (Go/C) is on Go's good side of 1: above it
+// for a rate, below it for a cost.
+func (g Goal) Better(ratio float64) bool {
+	if g.AtLeast {
+		return ratio > 1
+	}
+	return ratio < 1
 }
 
 // Ratio returns median(Go)/median(C), or NaN without data.
@@ -214,6 +230,31 @@ func table(rows []Row) string {
 	return sb.String()
 }
 
+// PairTable returns, for the tools rows with paired rounds, the median of
+// the rounds' own Go/C ratios, their range, and in how many rounds Go came
+// out better: the way to judge a change with -ab, where the medians of the
+// two columns move with the host's load.
+func (r *Report) PairTable() string {
+	var sb strings.Builder
+	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tunit\tpaired rounds\tmedian Go/C\tlowest\thighest\tGo better in")
+	for _, row := range r.ToolRows {
+		if len(row.Pairs) == 0 {
+			continue
+		}
+		better := 0
+		for _, x := range row.Pairs {
+			if row.Goal.Better(x) {
+				better++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d of %d\n", row.Workload, row.Metric, len(row.Pairs),
+			fmtRatio(Median(row.Pairs)), fmtRatio(slices.Min(row.Pairs)), fmtRatio(slices.Max(row.Pairs)), better, len(row.Pairs))
+	}
+	tw.Flush()
+	return sb.String()
+}
+
 func fmtRatio(x float64) string {
 	if math.IsNaN(x) {
 		return "n/a"
@@ -266,6 +307,10 @@ func (r *Report) Text() string {
 	if len(r.ToolRows) > 0 {
 		sb.WriteString("\nThe tools as users run them (C: rdsstress-c, Go: rdscat stress):\n")
 		sb.WriteString(r.ToolTable())
+		if pairs := r.PairTable(); strings.Count(pairs, "\n") > 1 {
+			sb.WriteString("\nThe same rounds paired (each round's Go/C, C and Go run back to back):\n")
+			sb.WriteString(pairs)
+		}
 	}
 	if r.Settle.Runs > 0 {
 		fmt.Fprintf(&sb, "\nRDS/TCP drain: %s\n", r.Settle)

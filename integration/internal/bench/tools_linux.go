@@ -63,6 +63,7 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 			order = []int{1, 0}
 		}
 		var line []string
+		var got [2]*toolMeasurement
 		for _, k := range order {
 			impl := d.impls[k].name
 			m, err := d.toolOnce(info, w, k == 1)
@@ -73,6 +74,7 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 				rep.Failures = append(rep.Failures, msg)
 				continue
 			}
+			got[k] = &m
 			for i, v := range []float64{m.rate, m.cpuSender, m.cpuReceiver} {
 				if k == 0 {
 					rows[i].C = append(rows[i].C, v)
@@ -89,6 +91,13 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 			}
 			if d.cfg.Verbose {
 				d.logf("    %s: %d sent by its own count, %d by the kernel's over the whole run", impl, m.sent, m.counted)
+			}
+		}
+		if c, g := got[0], got[1]; c != nil && g != nil {
+			for i, v := range [][2]float64{{c.rate, g.rate}, {c.cpuSender, g.cpuSender}, {c.cpuReceiver, g.cpuReceiver}} {
+				if v[0] > 0 {
+					rows[i].Pairs = append(rows[i].Pairs, v[1]/v[0])
+				}
 			}
 		}
 		d.logf("%-28s round %d/%d: %s", name, r+1, rounds, strings.Join(line, "; "))

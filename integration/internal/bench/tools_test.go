@@ -243,3 +243,34 @@ func TestToolReportRendering(t *testing.T) {
 		t.Error("a tools-only report renders the library section or lacks its own")
 	}
 }
+
+// TestPairTable: the paired table gives each tools row's median of the
+// rounds' own ratios, their range, and the rounds in which Go did better
+// (a higher rate, a lower cost); rows without pairs are left out, and so
+// is the whole table from Text when no row has any.
+func TestPairTable(t *testing.T) {
+	r := &Report{ToolRows: []Row{
+		{Workload: "rr tcp 1x1 64B", Metric: "req/s", Goal: GoalThroughput, Pairs: []float64{0.9, 1.2, 1.05}},
+		{Workload: "rr tcp 1x1 64B", Metric: "CPU us/msg sender", Goal: GoalCPU, Pairs: []float64{0.9, 1.2, 1.05, 0.8}},
+		{Workload: "oneway tcp 64B", Metric: "msg/s", Goal: GoalThroughput},
+	}}
+	got := r.PairTable()
+	for _, want := range []string{
+		"rr tcp 1x1 64B  req/s              3              1.050        0.900   1.200    2 of 3",
+		"rr tcp 1x1 64B  CPU us/msg sender  4              0.975        0.800   1.200    2 of 4",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("PairTable lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "oneway") {
+		t.Errorf("PairTable lists a row without pairs:\n%s", got)
+	}
+	if !strings.Contains(r.Text(), "The same rounds paired") {
+		t.Error("Text leaves out the paired table")
+	}
+	r.ToolRows = r.ToolRows[2:]
+	if strings.Contains(r.Text(), "The same rounds paired") {
+		t.Error("Text shows an empty paired table")
+	}
+}
