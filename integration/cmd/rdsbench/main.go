@@ -53,6 +53,10 @@
 //	                process's system calls by kind and its context switches;
 //	                each round's line shows them per message sent, over the
 //	                process's whole run, and DIR gets the raw counts
+//	-perfswitch     with -perf: record each process's context switches
+//	                instead of sampling it; each report lists them by the
+//	                state of the thread that left the CPU (R: preempted)
+//	                and the thread that got it: who preempts the tools
 //	-ab BINARY      A/B mode: run this other rdscat build (static, as
 //	                CGO_ENABLED=0 makes it: the VM has no shell or libc; say,
 //	                one built from the previous commit) in the C baseline's place, so
@@ -148,6 +152,7 @@ type runFlags struct {
 	profiles     bool
 	perf         bool
 	perfStat     bool
+	perfSwitches bool
 	ab           bool   // testdata holds rdscat-a (the host's -ab)
 	envA, envB   string // NAME=VALUE ... for A's and B's processes
 }
@@ -165,6 +170,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.profiles, "profiles", false, "guest: profile the rdscat processes and print the profiles (the host's -pgo sets it)")
 	fs.BoolVar(&f.perf, "perfrecord", false, "guest: run the tools under perf (testdata/perf) and print the reports (the host's -perf sets it)")
 	fs.BoolVar(&f.perfStat, "perfstat", false, "with -perf: count each tools process's system calls by kind and its context switches (perf stat) instead of sampling it; each round's line shows them per message, DIR gets the counts")
+	fs.BoolVar(&f.perfSwitches, "perfswitch", false, "with -perf: record each tools process's context switches (the sched_switch tracepoint) instead of sampling it; the reports list them by the state of the thread that left the CPU (R: preempted) and the thread that got it")
 	fs.BoolVar(&f.ab, "abguest", false, "guest: run testdata/"+abBinary+" in the C baseline's place (the host's -ab sets it)")
 	fs.StringVar(&f.envA, "env-a", "", "A/B mode: `NAME=VALUE ...` (space-separated) added to the environment of A's rdscat processes; alone, it compares this tree's rdscat with itself under two environments")
 	fs.StringVar(&f.envB, "env-b", "", "A/B mode: `NAME=VALUE ...` added to the environment of B's (this tree's) rdscat processes")
@@ -178,7 +184,7 @@ func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-extra", fmt.Sprint(f.extra), "-warm", f.warm.String(), "-window", f.window.String(),
 		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles), fmt.Sprintf("-perfrecord=%v", f.perf),
-		fmt.Sprintf("-perfstat=%v", f.perfStat), fmt.Sprintf("-abguest=%v", f.ab), "-env-a", f.envA, "-env-b", f.envB,
+		fmt.Sprintf("-perfstat=%v", f.perfStat), fmt.Sprintf("-perfswitch=%v", f.perfSwitches), fmt.Sprintf("-abguest=%v", f.ab), "-env-a", f.envA, "-env-b", f.envB,
 	}
 }
 
@@ -238,12 +244,16 @@ func guest(args []string) int {
 		if perfTool, err = filepath.Abs(filepath.Join("testdata", "perf")); err == nil {
 			perfDir, err = os.MkdirTemp("", "rdsbench-perf-")
 		}
-		if err == nil && f.perfStat {
+		if err == nil && (f.perfStat || f.perfSwitches) {
 			err = mountTracefs()
 		}
-		if err == nil && f.perfStat {
+		if err == nil && (f.perfStat || f.perfSwitches) {
+			events := bench.StatEvents()
+			if f.perfSwitches {
+				events = bench.SwitchEvent
+			}
 			var stop func()
-			if stop, err = bench.HoldTracepoints(perfTool); err == nil {
+			if stop, err = bench.HoldTracepoints(perfTool, events); err == nil {
 				defer stop()
 			}
 		}
@@ -254,7 +264,7 @@ func guest(args []string) int {
 	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: bins[0], GoBinary: self, GoArgs: []string{"worker"},
-		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir, PerfStat: f.perfStat,
+		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir, PerfStat: f.perfStat, PerfSwitches: f.perfSwitches,
 		ABRdscat: abBin, EnvA: strings.Fields(f.envA), EnvB: strings.Fields(f.envB),
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
@@ -285,7 +295,7 @@ func guest(args []string) int {
 			return 1
 		}
 	} else if perfDir != "" {
-		if err := perfReports(perfTool, perfDir); err != nil {
+		if err := perfReports(perfTool, perfDir, f.perfSwitches); err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
 		}
@@ -298,15 +308,20 @@ func guest(args []string) int {
 }
 
 // perfReports writes, next to each perf.data file of dir, its report
-// (NAME.txt): the share of each binary, then of each function.
-func perfReports(tool, dir string) error {
+// (NAME.txt): the share of each binary, then of each function; for
+// recorded context switches (switches), their share by who got the CPU.
+func perfReports(tool, dir string, switches bool) error {
 	datas, err := filepath.Glob(filepath.Join(dir, "*.data"))
 	if err != nil {
 		return err
 	}
 	for _, data := range datas {
 		var report []byte
-		for _, sort := range []string{"dso", "dso,sym"} {
+		sorts := []string{"dso", "dso,sym"}
+		if switches {
+			sorts = []string{bench.SwitchSort}
+		}
+		for _, sort := range sorts {
 			bin, args := bench.PerfReport(tool, data, sort)
 			out, err := exec.Command(bin, args...).CombinedOutput()
 			if err != nil {
@@ -517,6 +532,10 @@ func host(args []string) int {
 	f.ab = *ab != ""
 	if f.perfStat && *perfOut == "" {
 		fmt.Fprintln(os.Stderr, "rdsbench: -perfstat counts under perf: give -perf DIR too")
+		return 2
+	}
+	if f.perfSwitches && (*perfOut == "" || f.perfStat) {
+		fmt.Fprintln(os.Stderr, "rdsbench: -perfswitch records under perf: give -perf DIR too, and not -perfstat")
 		return 2
 	}
 	if f.abMode() && f.run == "" {

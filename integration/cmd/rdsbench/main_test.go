@@ -83,7 +83,9 @@ func TestPerfTrim(t *testing.T) {
 // before anything is built.
 func TestHostRefuses(t *testing.T) {
 	for _, args := range [][]string{
-		{"-perfstat"},                     // counts need -perf DIR
+		{"-perfstat"},                    // counts need -perf DIR
+		{"-perfswitch", "-run", "tools"}, // so do switches
+		{"-perfswitch", "-perfstat", "-run", "tools", "-perf", t.TempDir()}, // one or the other
 		{"-ab", "/tmp/rdscat-old"},        // an A/B run must not write BENCHMARKS.md
 		{"-env-a", "GOMAXPROCS=4"},        // nor one of environments
 		{"-perf", t.TempDir()},            // a profiled run must not either

@@ -51,6 +51,9 @@ type Config struct {
 	// system calls of the kinds that matter here and its context switches
 	// per message, counted over its whole run.
 	PerfStat bool
+	// PerfSwitches, with Perf, records those processes' context switches
+	// instead (see PerfSwitches), to tell who preempts them.
+	PerfSwitches bool
 
 	// ABRdscat, when set, is another build of rdscat that the tools rounds
 	// run in the C baseline's place: the tools table then compares two

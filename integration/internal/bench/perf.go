@@ -20,6 +20,25 @@ func PerfRecord(dir, out, bin string, args []string) (string, []string) {
 	return shippedPerf(dir, append([]string{"record", "-q", "-e", "cpu-clock", "-F", "4000", "-o", out, "--", bin}, args...))
 }
 
+// PerfSwitches is PerfRecord for the context switches of bin and its
+// threads: the sched_switch tracepoint (which needs tracefs mounted)
+// instead of CPU-clock samples. Report them with SwitchSort.
+func PerfSwitches(dir, out, bin string, args []string) (string, []string) {
+	return shippedPerf(dir, append([]string{"record", "-q", "-e", SwitchEvent, "-o", out, "--", bin}, args...))
+}
+
+// SwitchEvent is the tracepoint PerfSwitches records, and SwitchSort the
+// PerfReport sort for it: the state of the thread that left the CPU (R
+// or R+: preempted while it could run; S, D: it went to sleep) and the
+// thread that got the CPU. A switch counts for the process when one of
+// its threads left or got the CPU, so a thread of the process on the
+// right is one being switched in; rows of R and another thread are the
+// process's threads preempted by that thread.
+const (
+	SwitchEvent = "sched:sched_switch"
+	SwitchSort  = "prev_state,next_comm"
+)
+
 // shippedPerf returns the command that runs perf with args from dir, which
 // holds perf, its shared libraries and their loader as ld.so: the loader
 // starts perf with dir as its library path.
@@ -51,10 +70,11 @@ var statSyscalls = []string{
 // and children. Those are software events and tracepoints, which work in
 // a guest without a PMU; the tracepoints need tracefs mounted.
 func PerfStat(dir, out, bin string, args []string) (string, []string) {
-	return shippedPerf(dir, append([]string{"stat", "-x", ",", "-e", statEvents(), "-o", out, "--", bin}, args...))
+	return shippedPerf(dir, append([]string{"stat", "-x", ",", "-e", StatEvents(), "-o", out, "--", bin}, args...))
 }
 
-func statEvents() string {
+// StatEvents are the events PerfStat counts, comma-separated.
+func StatEvents() string {
 	ev := []string{"raw_syscalls:sys_enter", "context-switches", "cpu-migrations"}
 	for _, s := range statSyscalls {
 		ev = append(ev, "syscalls:sys_enter_"+s)
@@ -68,8 +88,9 @@ func statEvents() string {
 // process of a run (twice per tool run) once left a test VM's CPU spinning
 // in syscall_trace_enter for minutes (a soft lockup, Linux 6.1 under
 // TCG); held, the tools' own perf processes only add references.
-func HoldTracepoints(dir string) (stop func(), err error) {
-	bin, args := shippedPerf(dir, []string{"stat", "-a", "-x", ",", "-e", statEvents(), "-o", "/dev/null"}) // no command: counts until killed
+// events is StatEvents() for PerfStat's, SwitchEvent for PerfSwitches'.
+func HoldTracepoints(dir, events string) (stop func(), err error) {
+	bin, args := shippedPerf(dir, []string{"stat", "-a", "-x", ",", "-e", events, "-o", "/dev/null"}) // no command: counts until killed
 	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("perf stat holding the tracepoints: %w", err)

@@ -15,6 +15,11 @@ func TestPerfCommands(t *testing.T) {
 	if !slices.Equal(args, want) {
 		t.Errorf("PerfRecord args\n got %q\nwant %q", args, want)
 	}
+	_, args = PerfSwitches("/p", "/out/s.data", "/bin/tool", []string{"active"})
+	want = []string{"--library-path", "/p", "/p/perf", "record", "-q", "-e", "sched:sched_switch", "-o", "/out/s.data", "--", "/bin/tool", "active"}
+	if !slices.Equal(args, want) {
+		t.Errorf("PerfSwitches args\n got %q\nwant %q", args, want)
+	}
 	bin, args = PerfReport("/p", "/out/x.data", "dso,sym")
 	if bin != "/p/ld.so" || !slices.Contains(args, "dso,sym") || args[3] != "report" || args[5] != "/out/x.data" {
 		t.Errorf("PerfReport = %s %q", bin, args)

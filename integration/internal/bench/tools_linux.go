@@ -182,6 +182,9 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		}
 		base := filepath.Join(d.cfg.PerfDir, stem+tool+"-")
 		perf, ext := PerfRecord, ".data"
+		if d.cfg.PerfSwitches {
+			perf = PerfSwitches
+		}
 		if d.cfg.PerfStat {
 			perf, ext = PerfStat, ".stat"
 			statOut = [2]string{base + "sender" + ext, base + "receiver" + ext}
