@@ -242,12 +242,7 @@ func (r *Report) PairTable() string {
 		if len(row.Pairs) == 0 {
 			continue
 		}
-		better := 0
-		for _, x := range row.Pairs {
-			if row.Goal.Better(x) {
-				better++
-			}
-		}
+		better := row.betterPairs()
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d of %d\n", row.Workload, row.Metric, len(row.Pairs),
 			fmtRatio(Median(row.Pairs)), fmtRatio(slices.Min(row.Pairs)), fmtRatio(slices.Max(row.Pairs)), better, len(row.Pairs))
 	}
@@ -533,4 +528,37 @@ func (r *Report) mdTools(w func(string, ...any)) {
 	w("The window is the driver's, the same for both tools: it opens %v after the workload's RDS counter (RDS_INFO_COUNTERS) first moves and lasts %v; at both edges the driver reads the counter and the CPU time of both process trees. The rate is requests (`recv_delivered`, requests plus acks, halved), messages (`recv_delivered`) or RDMA operations (`send_rdma`) per second in the window: counted by the kernel, so that each tool's protocol messages (rdscat's RDMA hello and buffer announcements) do not count. Each tool is told to send for %v more than the warm-up and the window, to cover its start; a round whose window ends after that fails, and every round must end with each tool's own accounting complete (exit status 0: every request answered, every message and operation counted by the receiver); for RDMA the kernel's count over the whole run must also equal the operations the tool says it issued. ", r.Warm, r.Window, r.ToolSlack)
 	w("`CPU us/msg` is utime+stime from /proc/PID/stat of the sender's or the receiver's process and its children (the C tasks) over the window, per request, message or operation. Targets: rates at least %.2f of C, CPU per message at most %.2f.\n\n", GoalThroughput.Ratio, GoalCPU.Ratio)
 	w("%s\n", mdTable(r.ToolRows, "C median", "rdscat median"))
+	if pairs := r.mdPairs(); pairs != "" {
+		w("The same rounds paired: each round runs C and rdscat back to back, so its own rdscat/C leaves out the drift of the host's load between rounds that widens the spreads above. The verdicts above stay on the ratio of the medians; this table shows, for each row, the median of the rounds' own ratios, their range, and in how many rounds rdscat did better (a higher rate, less CPU).\n\n")
+		w("%s\n", pairs)
+	}
+}
+
+// mdPairs renders PairTable's rows as a markdown table, or "" when no row
+// has paired rounds.
+func (r *Report) mdPairs() string {
+	var sb strings.Builder
+	for _, row := range r.ToolRows {
+		if len(row.Pairs) == 0 {
+			continue
+		}
+		if sb.Len() == 0 {
+			sb.WriteString("| workload | unit | paired rounds | median rdscat/C | lowest | highest | rdscat better in |\n")
+			sb.WriteString("|---|---|--:|--:|--:|--:|--:|\n")
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %d | %s | %s | %s | %d of %d |\n", row.Workload, row.Metric, len(row.Pairs),
+			fmtRatio(Median(row.Pairs)), fmtRatio(slices.Min(row.Pairs)), fmtRatio(slices.Max(row.Pairs)), row.betterPairs(), len(row.Pairs))
+	}
+	return sb.String()
+}
+
+// betterPairs counts the paired rounds in which Go did better.
+func (r Row) betterPairs() int {
+	n := 0
+	for _, x := range r.Pairs {
+		if r.Goal.Better(x) {
+			n++
+		}
+	}
+	return n
 }

@@ -266,11 +266,14 @@ func TestPairTable(t *testing.T) {
 	if strings.Contains(got, "oneway") {
 		t.Errorf("PairTable lists a row without pairs:\n%s", got)
 	}
+	if md := r.mdPairs(); !strings.Contains(md, "| rr tcp 1x1 64B | CPU us/msg sender | 4 | 0.975 | 0.800 | 1.200 | 2 of 4 |") || strings.Contains(md, "oneway") {
+		t.Errorf("mdPairs:\n%s", md)
+	}
 	if !strings.Contains(r.Text(), "The same rounds paired") {
 		t.Error("Text leaves out the paired table")
 	}
 	r.ToolRows = r.ToolRows[2:]
-	if strings.Contains(r.Text(), "The same rounds paired") {
-		t.Error("Text shows an empty paired table")
+	if strings.Contains(r.Text(), "The same rounds paired") || r.mdPairs() != "" {
+		t.Error("an empty paired table is shown")
 	}
 }
