@@ -114,6 +114,31 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 	rep.ToolRows = append(rep.ToolRows, rows...)
 }
 
+// toolSide is one process of a tools round, for its failure report.
+type toolSide struct {
+	p    *proc
+	side string
+	out  *capture
+}
+
+// state tells, for the report of the other side's failure, how this side
+// ended (waiting up to wait for it) and what it printed: when one side
+// waits for the other in vain, the other's own account is the clue.
+func (t toolSide) state(wait time.Duration) string {
+	select {
+	case <-t.p.done:
+	case <-time.After(wait):
+		// Its standard error is still being written: only the
+		// captured output may be read now.
+		return fmt.Sprintf("%s: still running %v later (killed), its output so far:\n%s", t.side, wait, t.out.String())
+	}
+	how := "exited 0"
+	if t.p.err != nil {
+		how = t.p.err.Error()
+	}
+	return fmt.Sprintf("%s: %s, its output:\n%s%s", t.side, how, t.out.String(), strings.TrimSpace(t.p.stderr.String()))
+}
+
 // toolMeasurement is one round of one tool.
 type toolMeasurement struct {
 	rate                   float64    // units per second in the driver's window
@@ -267,18 +292,15 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	if late := b.At.Sub(t0); late > run.Duration {
 		return m, fmt.Errorf("the window ended %v after the sender started, past its %v run: the start took longer than ToolSetupSlack", late.Round(time.Millisecond), run.Duration)
 	}
-	for _, p := range []struct {
-		p    *proc
-		side string
-		out  *capture
-	}{{ps, "sender", &sendOut}, {pr, "receiver", &recvOut}} {
+	sides := []toolSide{{ps, "sender", &sendOut}, {pr, "receiver", &recvOut}}
+	for i, p := range sides {
 		select {
 		case <-p.p.done:
 		case <-time.After(run.Duration + 90*time.Second):
 			return m, fmt.Errorf("%s did not finish", p.side)
 		}
 		if p.p.err != nil {
-			err := fmt.Errorf("%s: %v\n%s%s", p.side, p.p.err, p.out.String(), strings.TrimSpace(p.p.stderr.String()))
+			err := fmt.Errorf("%s: %v\n%s%s\n%s", p.side, p.p.err, p.out.String(), strings.TrimSpace(p.p.stderr.String()), sides[1-i].state(2*time.Second))
 			if w.Path == PathTCP {
 				err = fmt.Errorf("%w\n%s", err, stuckMessages(firstPort, d.port+uint16(2*w.Tasks+1)))
 			}
