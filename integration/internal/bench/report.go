@@ -233,21 +233,37 @@ func table(rows []Row) string {
 // PairTable returns, for the tools rows with paired rounds, the median of
 // the rounds' own Go/C ratios, their range, and in how many rounds Go came
 // out better: the way to judge a change with -ab, where the medians of the
-// two columns move with the host's load.
+// two columns move with the host's load. It is "" when no row has paired
+// rounds.
 func (r *Report) PairTable() string {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\tunit\tpaired rounds\tmedian Go/C\tlowest\thighest\tGo better in")
 	for _, row := range r.ToolRows {
 		if len(row.Pairs) == 0 {
 			continue
 		}
-		better := row.betterPairs()
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d of %d\n", row.Workload, row.Metric, len(row.Pairs),
-			fmtRatio(Median(row.Pairs)), fmtRatio(slices.Min(row.Pairs)), fmtRatio(slices.Max(row.Pairs)), better, len(row.Pairs))
+		if sb.Len() == 0 {
+			fmt.Fprintln(tw, "workload\tunit\tpaired rounds\tmedian Go/C\tlowest\thighest\tGo better in")
+		}
+		fmt.Fprintln(tw, strings.Join(row.pairCells(), "\t"))
 	}
 	tw.Flush()
 	return sb.String()
+}
+
+// pairCells are the cells of a row's line in the paired tables: workload,
+// unit, paired rounds, the median, lowest and highest of their ratios, and
+// in how many Go did better.
+func (r Row) pairCells() []string {
+	better := 0
+	for _, x := range r.Pairs {
+		if r.Goal.Better(x) {
+			better++
+		}
+	}
+	return []string{r.Workload, r.Metric, fmt.Sprint(len(r.Pairs)),
+		fmtRatio(Median(r.Pairs)), fmtRatio(slices.Min(r.Pairs)), fmtRatio(slices.Max(r.Pairs)),
+		fmt.Sprintf("%d of %d", better, len(r.Pairs))}
 }
 
 func fmtRatio(x float64) string {
@@ -302,7 +318,7 @@ func (r *Report) Text() string {
 	if len(r.ToolRows) > 0 {
 		sb.WriteString("\nThe tools as users run them (C: rdsstress-c, Go: rdscat stress):\n")
 		sb.WriteString(r.ToolTable())
-		if pairs := r.PairTable(); strings.Count(pairs, "\n") > 1 {
+		if pairs := r.PairTable(); pairs != "" {
 			sb.WriteString("\nThe same rounds paired (each round's Go/C, C and Go run back to back):\n")
 			sb.WriteString(pairs)
 		}
@@ -546,19 +562,7 @@ func (r *Report) mdPairs() string {
 			sb.WriteString("| workload | unit | paired rounds | median rdscat/C | lowest | highest | rdscat better in |\n")
 			sb.WriteString("|---|---|--:|--:|--:|--:|--:|\n")
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %d | %s | %s | %s | %d of %d |\n", row.Workload, row.Metric, len(row.Pairs),
-			fmtRatio(Median(row.Pairs)), fmtRatio(slices.Min(row.Pairs)), fmtRatio(slices.Max(row.Pairs)), row.betterPairs(), len(row.Pairs))
+		fmt.Fprintf(&sb, "| %s |\n", strings.Join(row.pairCells(), " | "))
 	}
 	return sb.String()
-}
-
-// betterPairs counts the paired rounds in which Go did better.
-func (r Row) betterPairs() int {
-	n := 0
-	for _, x := range r.Pairs {
-		if r.Goal.Better(x) {
-			n++
-		}
-	}
-	return n
 }

@@ -302,7 +302,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		if p.p.err != nil {
 			err := fmt.Errorf("%s: %v\n%s%s\n%s", p.side, p.p.err, p.out.String(), strings.TrimSpace(p.p.stderr.String()), sides[1-i].state(2*time.Second))
 			if w.Path == PathTCP {
-				err = fmt.Errorf("%w\n%s", err, stuckMessages(firstPort, d.port+uint16(2*w.Tasks+1)))
+				err = fmt.Errorf("%w\n%s", err, stuckMessages(firstPort, firstPort+uint16(2*w.Tasks+1)))
 			}
 			return m, err
 		}
