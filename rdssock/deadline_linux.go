@@ -65,9 +65,12 @@ type deadlineMux struct {
 	// replaced only while none relies on it.
 	// locklessEnd is set when the watched context ended while some did: its
 	// deadline in the past stays applied until the last of them leaves.
+	// lockless also counts, for a moment, every wait that checks whether
+	// it may go lockless and finds that it may not (enterLockless), so
+	// whoever takes the count to 0 looks at locklessEnd (uncount).
 	watchedID   atomic.Uintptr
 	lockless    atomic.Int32
-	locklessEnd bool
+	locklessEnd atomic.Bool // set and cleared under mu
 }
 
 // ctxWaiter is one call waiting with a context that can end.
@@ -104,7 +107,7 @@ func (m *deadlineMux) userDeadline() time.Time {
 }
 
 func (m *deadlineMux) applyLocked() error {
-	if m.locklessEnd {
+	if m.locklessEnd.Load() {
 		return m.setLocked(aLongTimeAgo)
 	}
 	d := m.user
@@ -225,9 +228,14 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 	}
 	// A lockless wait counted itself before it checked its context, and
 	// the context ended before this runs: if the wait saw the context
-	// live, this sees the wait.
-	if m.lockless.Load() != 0 {
-		m.locklessEnd = true
+	// live, this sees the wait. locklessEnd is set before the count is
+	// read, and uncount reads it after it lowered the count, so a count
+	// this sees is lowered by someone who then sees locklessEnd (a wait
+	// that is only checking whether it may go lockless may be counted
+	// here too).
+	m.locklessEnd.Store(true)
+	if m.lockless.Load() == 0 {
+		m.locklessEnd.Store(false)
 	}
 	_ = m.applyLocked()
 }
@@ -241,7 +249,7 @@ func (m *deadlineMux) ended(done <-chan struct{}) {
 func (m *deadlineMux) enterLockless(done <-chan struct{}) bool {
 	m.lockless.Add(1)
 	if m.watchedID.Load() != chanID(done) {
-		m.lockless.Add(-1)
+		m.uncount()
 		return false
 	}
 	if m.stale.Load() {
@@ -250,15 +258,21 @@ func (m *deadlineMux) enterLockless(done <-chan struct{}) bool {
 	return true
 }
 
-// leaveLockless ends a lockless wait with ctx. The last one to leave after
-// the context ended applies the right deadline again.
-func (m *deadlineMux) leaveLockless(ctx context.Context) {
-	if m.lockless.Add(-1) != 0 || ctx.Err() == nil {
+// leaveLockless ends a lockless wait.
+func (m *deadlineMux) leaveLockless() { m.uncount() }
+
+// uncount lowers the lockless count. The last one out after the watched
+// context ended (locklessEnd) applies the right deadline again: left in
+// place, the deadline in the past would end every later wait on the
+// socket at once, and a wait with a context of its own would go on
+// trying until that context ended.
+func (m *deadlineMux) uncount() {
+	if m.lockless.Add(-1) != 0 || !m.locklessEnd.Load() {
 		return
 	}
 	m.mu.Lock()
-	if m.locklessEnd && m.lockless.Load() == 0 {
-		m.locklessEnd = false
+	if m.locklessEnd.Load() && m.lockless.Load() == 0 {
+		m.locklessEnd.Store(false)
 		_ = m.applyLocked()
 	}
 	m.mu.Unlock()
@@ -395,7 +409,7 @@ func (c *Conn) waitContext(ctx context.Context, done <-chan struct{}, write bool
 		if err == nil {
 			err = c.waitOn(ctx, mux, write, ow)
 		}
-		mux.leaveLockless(ctx)
+		mux.leaveLockless()
 		return err
 	}
 	w := &ow.w

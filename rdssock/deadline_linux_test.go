@@ -5,6 +5,7 @@ package rdssock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
@@ -354,7 +355,7 @@ func TestLocklessContextWait(t *testing.T) {
 	expect(got, "", context.Canceled)
 	waitFor(t, "the lockless wait to leave", func() bool { l, _ := state(); return l == 0 })
 	mux.mu.Lock()
-	ended, applied := mux.locklessEnd, mux.applied
+	ended, applied := mux.locklessEnd.Load(), mux.applied
 	mux.mu.Unlock()
 	if ended || !applied.IsZero() {
 		t.Errorf("after the lockless wait left: locklessEnd %v, deadline %v; want false and none", ended, applied)
@@ -386,9 +387,128 @@ func TestLocklessContextWait(t *testing.T) {
 	}
 	waitFor(t, "the lockless wait to leave", func() bool { l, _ := state(); return l == 0 })
 	mux.mu.Lock()
-	ended, applied = mux.locklessEnd, mux.applied
+	ended, applied = mux.locklessEnd.Load(), mux.applied
 	mux.mu.Unlock()
 	if ended || !applied.IsZero() {
 		t.Errorf("after the lockless wait left: locklessEnd %v, deadline %v; want false and none", ended, applied)
+	}
+}
+
+// TestWatchedContextEndsDuringAProbe: a wait whose context is not the
+// watched one counts itself for a moment while it checks (enterLockless).
+// If the watched context ends in that moment, the mux takes the check for
+// a lockless wait and applies a deadline in the past until the count falls
+// to 0 again; the check's own exit must then apply the right deadline.
+// Left in place, that deadline ended every later read at once, and a read
+// with a context of its own retried until that context ended, with a
+// message waiting (seen under -race as block-server replies never read).
+// The interleaving is forced here by holding such a count by hand.
+func TestWatchedContextEndsDuringAProbe(t *testing.T) {
+	a, b := pair(t)
+	mux := &b.readDeadline
+	read := func(ctx context.Context) chan readResult {
+		got := make(chan readResult, 1)
+		go func() {
+			buf := make([]byte, 16)
+			n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
+			got <- readResult{string(buf[:n]), err}
+		}()
+		return got
+	}
+	send := func(msg string) {
+		t.Helper()
+		if _, err := a.WriteMsg([]byte(msg), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	registered := func() bool {
+		mux.mu.Lock()
+		defer mux.mu.Unlock()
+		return len(mux.waiters) == 1
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := read(ctx) // registers and makes the mux watch ctx
+	waitFor(t, "a registered wait", registered)
+	send("one")
+	expectRead(t, "read with the watched context", got, "one", nil)
+
+	mux.lockless.Add(1) // a check in progress, by a wait with another context
+	cancel()
+	waitFor(t, "the watched context's end", func() bool {
+		mux.mu.Lock()
+		defer mux.mu.Unlock()
+		return mux.watchedID.Load() == 0
+	})
+	mux.uncount() // the check finds it may not go lockless
+	mux.mu.Lock()
+	ended, applied := mux.locklessEnd.Load(), mux.applied
+	mux.mu.Unlock()
+	if ended || !applied.IsZero() {
+		t.Errorf("after the check left: locklessEnd %v, deadline %v; want false and none", ended, applied)
+	}
+
+	other, cancelOther := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelOther()
+	got = read(other)
+	waitFor(t, "a registered wait with another context", registered)
+	send("two")
+	expectRead(t, "read with another context", got, "two", nil)
+}
+
+// TestReadsWithAContextEach: request and answer, each read with a context
+// of its own that is canceled after it returns, while every wait, or one
+// in a few, parks in the runtime poller. Each read must get its answer:
+// a watched context's end racing the next read's check (see
+// TestWatchedContextEndsDuringAProbe) left reads failing at their
+// context's deadline, with the answer queued, within a few thousand rounds
+// under -race.
+func TestReadsWithAContextEach(t *testing.T) {
+	rounds := 2000
+	if testing.Short() {
+		rounds = 300
+	}
+	for _, wall := range []time.Duration{0, 300 * time.Microsecond} {
+		t.Run(fmt.Sprintf("park after %v", wall), func(t *testing.T) {
+			wall0, sleep0 := parkWall, parkSleep
+			parkWall, parkSleep = wall, wall
+			defer func() { parkWall, parkSleep = wall0, sleep0 }()
+			a, b := pair(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			echoed := make(chan error, 1)
+			go func() { // answers every request, with one long-lived context
+				buf := make([]byte, 16)
+				for {
+					n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
+					if err == nil && string(buf[:n]) != "quit" {
+						_, err = b.WriteMsgContext(ctx, buf[:n], nil, noAddr, 0)
+					}
+					if err != nil || string(buf[:n]) == "quit" {
+						echoed <- err
+						return
+					}
+				}
+			}()
+			buf := make([]byte, 16)
+			for i := range rounds {
+				if _, err := a.WriteMsg([]byte("ping"), nil, noAddr); err != nil {
+					t.Fatal(err)
+				}
+				rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+				n, _, _, _, err := a.ReadMsgContext(rctx, buf, nil, 0)
+				rcancel()
+				if err != nil || string(buf[:n]) != "ping" {
+					t.Fatalf("round %d: %q, %v", i, buf[:n], err)
+				}
+			}
+			if _, err := a.WriteMsg([]byte("quit"), nil, noAddr); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-echoed; err != nil {
+				t.Fatalf("the answering side: %v", err)
+			}
+		})
 	}
 }

@@ -591,7 +591,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 			lockless = true
 			if err := ctx.Err(); err != nil {
 				k.release()
-				mux.leaveLockless(ctx)
+				mux.leaveLockless()
 				return err
 			}
 		}
@@ -621,7 +621,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 		err = c.waitOn(ctx, mux, false, ow)
 	}
 	if lockless {
-		mux.leaveLockless(ctx)
+		mux.leaveLockless()
 	}
 	return err
 }
