@@ -471,9 +471,9 @@ func TestReadsWithAContextEach(t *testing.T) {
 	}
 	for _, wall := range []time.Duration{0, 300 * time.Microsecond} {
 		t.Run(fmt.Sprintf("park after %v", wall), func(t *testing.T) {
-			wall0, sleep0 := parkWall, parkSleep
-			parkWall, parkSleep = wall, wall
-			defer func() { parkWall, parkSleep = wall0, sleep0 }()
+			wall0 := parkWall
+			parkWall = wall
+			defer func() { parkWall = wall0 }()
 			a, b := pair(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

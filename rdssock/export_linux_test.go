@@ -49,13 +49,13 @@ func setGOMAXPROCS(n int) (restore func()) {
 }
 
 // setSleepLimits sets how long a read sleeps in ppoll before it parks
-// (kernelSlice) and how long reads sleep before one parks (parkSleep and
-// parkWall); the caller runs the returned function to restore them, with
-// no read waiting.
+// (kernelSlice) and how long reads go on before one parks (parkWall); the
+// caller runs the returned function to restore them, with no read
+// waiting.
 func setSleepLimits(d time.Duration) (restore func()) {
-	slice, sleep, wall := kernelSlice, parkSleep, parkWall
-	kernelSlice, parkSleep, parkWall = d, d, d
-	return func() { kernelSlice, parkSleep, parkWall = slice, sleep, wall }
+	slice, wall := kernelSlice, parkWall
+	kernelSlice, parkWall = d, d
+	return func() { kernelSlice, parkWall = slice, wall }
 }
 
 // waitFor polls cond until it holds, failing t after 5s without what.

@@ -29,7 +29,7 @@ var instrModes = []string{"nil", "background", "cancel", "timeout", "batch", "fl
 func TestInstrReadWait(t *testing.T) {
 	if n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N")); n > 0 {
 		if os.Getenv("RDSINSTR_NOPARK") != "" {
-			parkSleep = time.Hour
+			parkWall = time.Hour
 		}
 		readWaiting(t, 3, os.Getenv("RDSINSTR_MODE"), n)
 		return

@@ -71,11 +71,10 @@ type kfd struct {
 	// holding it; a read about to sleep in ppoll takes it out then.
 	readKept atomic.Bool
 
-	// slept is how long reads of the socket have slept in ppoll since one
-	// last parked, in nanoseconds; parkAt is how long parkDue lets them
-	// sleep before it reads the clock again (0: parkSleep), and parked
-	// when one last parked (since monoBase; 0: never). See parkDue.
-	slept, parkAt, parked atomic.Int64
+	// parked is when a read of the socket last came back from a park in
+	// the runtime poller (since monoBase), or when the socket was made:
+	// see parkDue.
+	parked atomic.Int64
 
 	// The solo waiter: the eventfd of the read that holds soloBusy, which
 	// sleeps in ppoll without taking mu or joining waiting (see
@@ -197,7 +196,9 @@ var (
 const kfdClosing int64 = 1 << 62
 
 func newKfd(fd int) *kfd {
-	return &kfd{fd: fd, drained: make(chan struct{}, 1), soloEfd: -1}
+	k := &kfd{fd: fd, drained: make(chan struct{}, 1), soloEfd: -1}
+	k.parked.Store(int64(time.Since(monoBase)))
+	return k
 }
 
 // acquire takes a reference for a call, unless Close was called.
@@ -418,12 +419,9 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 var blockSlice = time.Millisecond
 
 // blockGuess is what a sleep in recvmsg that ended with a message counts
-// as (kfd.blockRecv), instead of two clock reads per wait, about 175 of a
-// waiting ReadMsg's 1,030 user-space instructions in rdsinstr. The count
-// only feeds parkDue's pace, which reads the clock itself before it parks
-// a read: a guess too high makes it look at the clock sooner, one too low
-// lets sysmon's preemption (after 10 ms) come first. A request/response
-// round trip in the test VM takes 50-500 us.
+// as (kfd.blockRecv) against the read's kernelSlice, instead of two clock
+// reads per wait. A request/response round trip in the test VM takes
+// 50-500 us.
 const blockGuess = 250 * time.Microsecond
 
 // blockRecv is the solo read's sleep when it may sleep blockSlice: one
@@ -488,7 +486,6 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration)
 	default:
 		slept = min(blockGuess, blockSlice)
 	}
-	k.slept.Add(int64(slept))
 	if e == unix.EAGAIN && !k.wakeNB.Load() && isNonblocking(k.fd) {
 		// Not a wake-up and not the timeout: someone set O_NONBLOCK.
 		k.stayNB.Store(true)
@@ -525,8 +522,8 @@ func (k *kfd) newSoloEfd() error {
 }
 
 // sleep sleeps in ppoll until the socket is readable, efd is written, or
-// timeout passes, keeping the P (see kernelWaiters), and counts the sleep
-// in k.slept. It clears efd if it was written.
+// timeout passes, keeping the P (see kernelWaiters), and returns how long
+// it slept. It clears efd if it was written.
 func (k *kfd) sleep(efd int, timeout time.Duration) (ready uintptr, e unix.Errno, slept time.Duration) {
 	pfd := [2]unix.PollFd{{Fd: int32(k.fd), Events: unix.POLLIN}, {Fd: int32(efd), Events: unix.POLLIN}}
 	ts := unix.NsecToTimespec(int64(timeout))
@@ -539,7 +536,6 @@ func (k *kfd) sleep(efd int, timeout time.Duration) (ready uintptr, e unix.Errno
 	// Linux's ppoll leaves the time it did not sleep in ts: what the
 	// sleep took needs no clock.
 	slept = timeout - time.Duration(ts.Nano())
-	k.slept.Add(int64(slept))
 	if e == 0 && pfd[1].Revents&unix.POLLIN != 0 {
 		var buf [8]byte
 		unix.Read(efd, buf[:])
@@ -547,45 +543,42 @@ func (k *kfd) sleep(efd int, timeout time.Duration) (ready uintptr, e unix.Errno
 	return ready, e, slept
 }
 
-// parkDue reports whether a read that may sleep in ppoll should park in
-// the runtime poller instead (see kernelWaiters), so that reads of k pass
-// through the scheduler about every parkWall. It counts their sleeps as
-// ppoll reports them, and those in recvmsg as blockRecv estimates them,
-// which needs no clock: only once they have slept for
-// parkSleep since one last parked does it read the clock, and if parkWall
-// has not passed since that park (the reads mostly slept), it lets them
-// sleep for what is left of parkWall before it looks again. A reader that
-// mostly sleeps thus parks every parkWall and reads the clock twice per
-// park; one that computes between its sleeps parks after parkSleep of
-// sleep or sooner.
+// parkDue reports whether a read that may sleep in the kernel should park
+// in the runtime poller instead (see kernelWaiters): once parkWall has
+// passed since a read of k last came back from a park (parkedWait notes
+// when), so that a goroutine reading k passes through the scheduler well
+// inside sysmon's 10 ms. It reads the clock once per wait.
+//
+// Counting the sleeps instead, without the clock, let busy readers go
+// past 10 ms: a sleep in recvmsg could only be guessed (blockGuess), and
+// readers that also computed between sleeps slept less than they ran.
+// sysmon then preempted them, and a preempted goroutine goes to the
+// global run queue and wakes an idle P's thread (runtime.goschedImpl,
+// wakep): in the test VM, 34% of the futex calls of rr tcp 4x8's sender
+// came from there, each such preemption costing two thread wake-ups and
+// a move of the goroutine to another thread, where a park costs two
+// epoll_ctl calls and a sleep in epoll_pwait in place of the one in the
+// kernel. Against counting, in paired A/B rounds (rdsbench -ab, 6 each,
+// 8 tools rows): preemption signals per request on rr tcp 4x8 went from
+// 0.05-0.08 to 0.01-0.03 and sysmon's wake-ups fell, parks rose by
+// 0.02-0.07 per request, and CPU per message was lower in 14 of the 16
+// rows' medians of paired ratios (0.82-0.98; rdma read 4KiB qd1, whose
+// counts did not change, 1.12-1.14). The clock read costs about 100
+// user-space instructions per wait (rdsinstr: ReadMsg 866 to 967).
 func (k *kfd) parkDue() bool {
-	s := k.slept.Load()
-	if s < int64(parkSleep) || s < k.parkAt.Load() {
-		return false
-	}
 	now := int64(time.Since(monoBase))
-	if p := k.parked.Load(); p != 0 && now-p < int64(parkWall) {
-		k.parkAt.Store(s + int64(parkWall) - (now - p))
+	if now-k.parked.Load() < int64(parkWall) {
 		return false
 	}
-	k.slept.Store(0)
-	k.parkAt.Store(0)
-	k.parked.Store(now)
+	k.parked.Store(now) // parkedWait notes the end of the park too
 	return true
 }
 
-// parkSleep and parkWall bound how often reads of a socket that sleep in
-// ppoll park (see kfd.parkDue): parkWall well inside sysmon's 10 ms, which
-// it counts from the last time it saw the goroutine scheduled. Variables
-// for the tests and the instruction counts of integration/cmd/rdsinstr.
-//
-// rdsinstr, one message every 150 us: a ReadMsg took 943 instructions per
-// message when reads parked after every 4 ms of sleep (parkSleep alone),
-// 870 when they park about every parkWall.
-var (
-	parkSleep = 4 * time.Millisecond
-	parkWall  = 8 * time.Millisecond
-)
+// parkWall bounds how long reads of a socket go on without parking (see
+// kfd.parkDue): well inside sysmon's 10 ms, which it counts from the last
+// time it saw the goroutine scheduled. A variable for the tests and the
+// instruction counts of integration/cmd/rdsinstr.
+var parkWall = 8 * time.Millisecond
 
 // farAway bounds how far ahead a deadline counts on the monotonic clock
 // (kfd.rdlMono), so that a distant one does not overflow: about 146

@@ -344,10 +344,11 @@ func readInBackground(c *Conn) chan error {
 	return got
 }
 
-// TestLongSleepingReadsPark: once reads of a socket have slept in ppoll
-// for parkSleep without parking, the next read that must wait parks in the
-// runtime poller at once, lets go of the socket there when it returns, and
-// the read after it sleeps in ppoll again.
+// TestLongSleepingReadsPark: once parkWall has passed since a read of a
+// socket last came back from a park, the next read that must wait parks
+// in the runtime poller at once, lets go of the socket there when it
+// returns and notes when it came back, and the read after it sleeps in
+// ppoll again.
 func TestLongSleepingReadsPark(t *testing.T) {
 	defer setGOMAXPROCS(4)()
 	a, b := pair(t)
@@ -368,8 +369,8 @@ func TestLongSleepingReadsPark(t *testing.T) {
 		}
 	}
 
-	// As if reads had slept in ppoll for twice parkSleep, never parking.
-	b.k.slept.Store(int64(2 * parkSleep))
+	// As if reads had gone on for twice parkWall without parking.
+	b.k.parked.Add(-2 * int64(parkWall))
 	got := read()
 	deadline := time.Now().Add(5 * time.Second)
 	for holders() == 0 && time.Now().Before(deadline) {
@@ -378,12 +379,11 @@ func TestLongSleepingReadsPark(t *testing.T) {
 	if h := holders(); h != 1 {
 		t.Fatalf("the read held the socket in the read instance %d times, want 1 (parked)", h)
 	}
-	// A read that slept in ppoll first (its kernelSlice) and parked
-	// after it would have added to slept instead of clearing it.
-	if slept := b.k.slept.Load(); slept != 0 {
-		t.Errorf("the parked read left slept %v, want 0: it did not park for parkSleep", time.Duration(slept))
-	}
+	time.Sleep(2 * time.Millisecond)
 	send(got)
+	if since := time.Since(monoBase) - time.Duration(b.k.parked.Load()); since < 0 || since > time.Second {
+		t.Errorf("the parked read came back %v ago by its note, want just now", since)
+	}
 	// With Ps to spare the parked read took the socket out when it
 	// returned: the next read is likely to sleep in ppoll, or to find a
 	// message without waiting, and meanwhile the socket's wake-ups would
@@ -401,48 +401,29 @@ func TestLongSleepingReadsPark(t *testing.T) {
 		t.Errorf("after the park, %d reads sleep in ppoll, want 1", n)
 	}
 	send(got)
-	if b.k.slept.Load() == 0 {
-		t.Error("the read that slept in ppoll did not count its sleep")
-	}
 }
 
+// TestParkDue: parkDue counts wall time since the last park (or since the
+// socket was made), not sleeps: a reader that computes between short
+// waits parks as often as one that sleeps throughout.
 func TestParkDue(t *testing.T) {
-	var k kfd
+	k := newKfd(-1)
 	if k.parkDue() {
-		t.Fatal("parkDue with no sleep counted: true")
+		t.Fatal("parkDue on a socket just made: true")
 	}
-	k.slept.Store(int64(parkSleep - 1))
+	k.parked.Add(-int64(parkWall - time.Millisecond))
 	if k.parkDue() {
-		t.Fatal("parkDue just short of parkSleep of sleeps: true")
+		t.Fatal("parkDue 1ms short of parkWall since the last park: true")
 	}
-	k.slept.Add(1)
+	k.parked.Add(-int64(2 * time.Millisecond))
 	if !k.parkDue() {
-		t.Fatal("parkDue after parkSleep of sleeps, never parked before: false")
+		t.Fatal("parkDue 1ms past parkWall since the last park: false")
 	}
-	if slept, parked := k.slept.Load(), k.parked.Load(); slept != 0 || parked == 0 {
-		t.Fatalf("parkDue that parks left slept %v and the park's time %d; want 0 and a time", time.Duration(slept), parked)
+	if since := time.Since(monoBase) - time.Duration(k.parked.Load()); since < 0 || since > time.Second {
+		t.Fatalf("parkDue that parks noted the park %v ago, want now", since)
 	}
-
-	// Parked just now: parkSleep of sleep later, parkWall has not passed.
-	k.slept.Store(int64(parkSleep))
 	if k.parkDue() {
-		t.Fatal("parkDue after parkSleep of sleeps, parked just before: true")
-	}
-	at := k.parkAt.Load()
-	if at <= int64(parkSleep) || at > int64(parkSleep+parkWall) {
-		t.Fatalf("parkDue set the next look at the clock to %v of sleep, want it in (%v, %v]", time.Duration(at), parkSleep, parkSleep+parkWall)
-	}
-	k.parked.Add(-int64(parkWall)) // as if that park was parkWall earlier
-	k.slept.Store(at - 1)
-	if k.parkDue() {
-		t.Fatal("parkDue short of the sleep it allowed: true")
-	}
-	k.slept.Store(at)
-	if !k.parkDue() {
-		t.Fatal("parkDue parkWall after the last park: false")
-	}
-	if k.slept.Load() != 0 || k.parkAt.Load() != 0 {
-		t.Fatalf("parkDue that parks left slept %v, next look at %v; want 0, 0", time.Duration(k.slept.Load()), time.Duration(k.parkAt.Load()))
+		t.Fatal("parkDue right after it parked: true")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -184,6 +185,9 @@ func (k *kfd) parkedWait(f func(fd uintptr) bool, write bool) error {
 	}
 	w.f, w.e, w.err = nil, nil, nil
 	k.putWaiter(w)
+	if !write {
+		k.parked.Store(int64(time.Since(monoBase))) // see parkDue
+	}
 	return err
 }
 
