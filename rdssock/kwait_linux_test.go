@@ -18,7 +18,7 @@ import (
 )
 
 // TestFullSendBufferWaits: a send that finds the send buffer full waits
-// (parked in the runtime poller, for EPOLLOUT) until the peer reads, then
+// (in ppoll or the runtime poller, for POLLOUT) until the peer reads, then
 // goes through; a write deadline ends such a wait; Close ends it with
 // net.ErrClosed.
 func TestFullSendBufferWaits(t *testing.T) {
@@ -688,6 +688,116 @@ func TestWriteWithRoomSkipsThePoller(t *testing.T) {
 		t.Error("sends that found room made an epoll instance for waiting writes")
 	}
 	_ = b
+}
+
+// fillSendBuffer sends 1 KiB messages on c until its send buffer is full
+// and returns how many it sent.
+func fillSendBuffer(t *testing.T, c *Conn) int {
+	t.Helper()
+	msg := make([]byte, 1024)
+	for n := 0; ; n++ {
+		if _, err := c.WriteMsgContext(t.Context(), msg, nil, noAddr, unix.MSG_DONTWAIT); err != nil {
+			if !errors.Is(err, unix.EAGAIN) {
+				t.Fatalf("filling the send buffer: %v", err)
+			}
+			if n == 0 {
+				t.Fatal("no message fit the send buffer")
+			}
+			return n
+		}
+	}
+}
+
+// TestWriteWaitSleepsInKernel: with a P to spare, a send that waits for
+// room in the send buffer sleeps in ppoll, as a C sender does in poll,
+// and never parks in the runtime poller (no epoll instance for writes is
+// made); the peer's reads let it through.
+func TestWriteWaitSleepsInKernel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	a, b := pair(t)
+	for round := range 3 {
+		filled := fillSendBuffer(t, a)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := a.WriteMsg(make([]byte, 1024), nil, noAddr)
+			errc <- err
+		}()
+		time.Sleep(2 * time.Millisecond)
+		select {
+		case err := <-errc:
+			t.Fatalf("round %d: WriteMsg on a full buffer returned %v before the peer read", round, err)
+		default:
+		}
+		buf := make([]byte, 1024)
+		for range filled + 1 {
+			if _, _, _, _, err := b.ReadMsg(buf, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("round %d: waiting WriteMsg: %v", round, err)
+		}
+	}
+	a.k.mu.Lock()
+	ew := a.k.ew
+	a.k.mu.Unlock()
+	if ew != nil {
+		t.Error("sends that waited for room parked in the runtime poller")
+	}
+}
+
+// TestWriteWaitWithRoomParks: a write that cannot go through although the
+// socket polls writable (as a send to a congested destination, which the
+// congestion monitor's notice wakes) parks in the runtime poller instead
+// of polling again at once, and a later wake-up of the socket retries it.
+func TestWriteWaitWithRoomParks(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	a, b := pair(t)
+	if _, err := a.WriteMsg(make([]byte, 64), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	tries, open := 0, false
+	f := func(uintptr) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		tries++
+		return open
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.k.writeWait(f) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		a.k.mu.Lock()
+		ew := a.k.ew
+		a.k.mu.Unlock()
+		if ew != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a write that found room but could not go through never parked")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	mu.Lock()
+	if tries > 4 {
+		t.Errorf("the parked write was tried %d times with nothing happening on the socket", tries)
+	}
+	open = true
+	mu.Unlock()
+	// The peer's read frees room in a's send buffer: a wake-up.
+	if _, _, _, _, err := b.ReadMsg(make([]byte, 64), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("writeWait: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parked write was not retried after the socket's wake-up")
+	}
 }
 
 // TestKfdCloseWaitsForCalls: Close waits until the calls holding the
