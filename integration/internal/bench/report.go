@@ -238,12 +238,14 @@ func table(rows []Row) string {
 func (r *Report) PairTable() string {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
+	header := false // sb stays empty until the flush
 	for _, row := range r.ToolRows {
 		if len(row.Pairs) == 0 {
 			continue
 		}
-		if sb.Len() == 0 {
+		if !header {
 			fmt.Fprintln(tw, "workload\tunit\tpaired rounds\tmedian Go/C\tlowest\thighest\tGo better in")
+			header = true
 		}
 		fmt.Fprintln(tw, strings.Join(row.pairCells(), "\t"))
 	}

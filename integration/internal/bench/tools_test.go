@@ -266,7 +266,10 @@ func TestPairTable(t *testing.T) {
 	if strings.Contains(got, "oneway") {
 		t.Errorf("PairTable lists a row without pairs:\n%s", got)
 	}
-	if md := r.mdPairs(); !strings.Contains(md, "| rr tcp 1x1 64B | CPU us/msg sender | 4 | 0.975 | 0.800 | 1.200 | 2 of 4 |") || strings.Contains(md, "oneway") {
+	if n, lines := strings.Count(got, "paired rounds"), strings.Count(got, "\n"); n != 1 || lines != 3 {
+		t.Errorf("PairTable has %d headers and %d lines, want 1 header and 3 lines:\n%s", n, lines, got)
+	}
+	if md := r.mdPairs(); !strings.Contains(md, "| rr tcp 1x1 64B | CPU us/msg sender | 4 | 0.975 | 0.800 | 1.200 | 2 of 4 |") || strings.Contains(md, "oneway") || strings.Count(md, "\n") != 4 {
 		t.Errorf("mdPairs:\n%s", md)
 	}
 	if !strings.Contains(r.Text(), "The same rounds paired") {
