@@ -313,25 +313,12 @@ func TestLocklessContextWait(t *testing.T) {
 		defer mux.mu.Unlock()
 		return mux.lockless.Load(), len(mux.waiters)
 	}
-	read := func(ctx context.Context) chan readResult {
-		got := make(chan readResult, 1)
-		go func() {
-			buf := make([]byte, 16)
-			n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
-			got <- readResult{string(buf[:n]), err}
-		}()
-		return got
-	}
+	read := func(ctx context.Context) chan readResult { return readWithContext(b, ctx) }
 	expect := func(got chan readResult, msg string, want error) {
 		t.Helper()
 		expectRead(t, "ReadMsgContext", got, msg, want)
 	}
-	send := func(msg string) {
-		t.Helper()
-		if _, err := a.WriteMsg([]byte(msg), nil, noAddr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	send := func(msg string) { t.Helper(); sendString(t, a, msg) }
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -406,21 +393,8 @@ func TestLocklessContextWait(t *testing.T) {
 func TestWatchedContextEndsDuringAProbe(t *testing.T) {
 	a, b := pair(t)
 	mux := &b.readDeadline
-	read := func(ctx context.Context) chan readResult {
-		got := make(chan readResult, 1)
-		go func() {
-			buf := make([]byte, 16)
-			n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0)
-			got <- readResult{string(buf[:n]), err}
-		}()
-		return got
-	}
-	send := func(msg string) {
-		t.Helper()
-		if _, err := a.WriteMsg([]byte(msg), nil, noAddr); err != nil {
-			t.Fatal(err)
-		}
-	}
+	read := func(ctx context.Context) chan readResult { return readWithContext(b, ctx) }
+	send := func(msg string) { t.Helper(); sendString(t, a, msg) }
 	registered := func() bool {
 		mux.mu.Lock()
 		defer mux.mu.Unlock()
@@ -510,5 +484,24 @@ func TestReadsWithAContextEach(t *testing.T) {
 				t.Fatalf("the answering side: %v", err)
 			}
 		})
+	}
+}
+
+// readWithContext starts ReadMsgContext on c in the background.
+func readWithContext(c *Conn, ctx context.Context) chan readResult {
+	got := make(chan readResult, 1)
+	go func() {
+		buf := make([]byte, 16)
+		n, _, _, _, err := c.ReadMsgContext(ctx, buf, nil, 0)
+		got <- readResult{string(buf[:n]), err}
+	}()
+	return got
+}
+
+// sendString sends msg on c, to its peer.
+func sendString(t *testing.T, c *Conn, msg string) {
+	t.Helper()
+	if _, err := c.WriteMsg([]byte(msg), nil, noAddr); err != nil {
+		t.Fatal(err)
 	}
 }

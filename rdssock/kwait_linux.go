@@ -314,19 +314,13 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 			k.release()
 			return nil
 		}
-		n, p := kernelWaiters.Add(1), procs()
-		if !sleepInKernel(n, p, rest) || k.parkDue() {
-			kernelWaiters.Add(-1)
-			k.release()
+		w, timeout, lastP, park, err := k.sleeper(false, rest)
+		switch {
+		case park:
 			return k.parkedWait(f, false)
-		}
-		w, timeout, err := k.enter()
-		if err != nil {
-			kernelWaiters.Add(-1)
-			k.release()
+		case err != nil:
 			return err
 		}
-		timeout, lastP := sleepFor(n, p, rest, timeout)
 		ready, e, slept := k.sleep(w.efd, timeout)
 		kernelWaiters.Add(-1)
 		rest -= slept
@@ -362,19 +356,13 @@ func (k *kfd) writeWait(f func(fd uintptr) bool) error {
 		if !k.acquire() {
 			return errKfdClosed
 		}
-		n, p := kernelWaiters.Add(1), procs()
-		if !sleepInKernel(n, p, rest) {
-			kernelWaiters.Add(-1)
-			k.release()
+		w, timeout, lastP, park, err := k.sleeper(true, rest)
+		switch {
+		case park:
 			return k.parkedWait(f, true)
-		}
-		w, timeout, err := k.enterWrite()
-		if err != nil {
-			kernelWaiters.Add(-1)
-			k.release()
+		case err != nil:
 			return err
 		}
-		timeout, lastP := sleepFor(n, p, rest, timeout)
 		ready, e, slept, room := k.pollOut(w.efd, timeout)
 		kernelWaiters.Add(-1)
 		rest -= slept
@@ -396,29 +384,27 @@ func (k *kfd) writeWait(f func(fd uintptr) bool) error {
 	}
 }
 
-// enterWrite is enter for a write: it registers a waiter sleeping in
-// ppoll and returns how long it may sleep before the write deadline
-// (negative: no limit), or the reason not to wait.
-func (k *kfd) enterWrite() (*kwaiter, time.Duration, error) {
-	k.mu.Lock()
-	if k.closing {
-		k.mu.Unlock()
-		return nil, 0, errKfdClosed
+// sleeper counts a read or write that holds a reference among the
+// sleepers in ppoll (kernelWaiters) and registers it (enter), with rest
+// left of its kernelSlice. It returns the waiter, how long to sleep and
+// whether on the last free P; or that the call parks in the runtime poller
+// instead (a read also when parkDue says so), or an error, either way with
+// the count and the reference dropped.
+func (k *kfd) sleeper(write bool, rest time.Duration) (w *kwaiter, d time.Duration, lastP, park bool, err error) {
+	n, p := kernelWaiters.Add(1), procs()
+	if !sleepInKernel(n, p, rest) || !write && k.parkDue() {
+		kernelWaiters.Add(-1)
+		k.release()
+		return nil, 0, false, true, nil
 	}
-	timeout := time.Duration(-1)
-	if dl := k.wdl; !dl.IsZero() {
-		if timeout = time.Until(dl); timeout <= 0 {
-			k.mu.Unlock()
-			return nil, 0, os.ErrDeadlineExceeded
-		}
-	}
-	w, err := k.sleeperLocked()
+	w, timeout, err := k.enter(write)
 	if err != nil {
-		k.mu.Unlock()
-		return nil, 0, err
+		kernelWaiters.Add(-1)
+		k.release()
+		return nil, 0, false, false, err
 	}
-	k.mu.Unlock()
-	return w, timeout, nil
+	d, lastP = sleepFor(n, p, rest, timeout)
+	return w, d, lastP, false, nil
 }
 
 // pollOut sleeps in ppoll until the socket is writable, efd is written,
@@ -689,10 +675,10 @@ const farAway = time.Duration(1 << 62)
 // time.Time with a monotonic reading reads only the monotonic clock.
 var monoBase = time.Now()
 
-// enter registers a read sleeping in ppoll and returns how long it may
-// sleep (negative: no limit), or the reason not to wait: the socket is
-// closing or the deadline passed.
-func (k *kfd) enter() (*kwaiter, time.Duration, error) {
+// enter registers a read or write sleeping in ppoll and returns how long
+// it may sleep (negative: no limit), or the reason not to wait: the socket
+// is closing or the deadline passed.
+func (k *kfd) enter(write bool) (*kwaiter, time.Duration, error) {
 	// The lock is released by hand on each way out: this runs before
 	// every sleep, and a deferred call costs a call more.
 	k.mu.Lock()
@@ -700,11 +686,15 @@ func (k *kfd) enter() (*kwaiter, time.Duration, error) {
 		k.mu.Unlock()
 		return nil, 0, errKfdClosed
 	}
-	if k.readKept.Load() {
-		k.er.drop(k.fd) // see pollwait_linux.go
+	dl := k.wdl
+	if !write {
+		dl = k.rdl
+		if k.readKept.Load() {
+			k.er.drop(k.fd) // see pollwait_linux.go
+		}
 	}
 	timeout := time.Duration(-1)
-	if dl := k.rdl; !dl.IsZero() {
+	if !dl.IsZero() {
 		if timeout = time.Until(dl); timeout <= 0 {
 			k.mu.Unlock()
 			return nil, 0, os.ErrDeadlineExceeded
