@@ -766,19 +766,11 @@ func TestWriteWaitWithRoomParks(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- a.k.writeWait(f) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitFor(t, "a park of the write that found room but could not go through", func() bool {
 		a.k.mu.Lock()
-		ew := a.k.ew
-		a.k.mu.Unlock()
-		if ew != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a write that found room but could not go through never parked")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer a.k.mu.Unlock()
+		return a.k.ew != nil
+	})
 	time.Sleep(10 * time.Millisecond)
 	mu.Lock()
 	if tries > 4 {
