@@ -36,21 +36,25 @@
 // call allocates nothing. Any number of goroutines may send and receive on
 // one Conn at once, each with its own context. A send to a congested port
 // fails with ErrCongested, or waits with Config.WaitCongested.
-// A receive that must wait sleeps in the kernel (ppoll), keeping its
-// goroutine's P, as a C poll loop sleeps in poll: for a loop that answers
-// or reads message after message that costs far less CPU time per message
-// than a wake-up through the Go runtime poller. After 10 ms (the runtime's
-// own time slice), or after 250 µs when it holds the last free P (at once
-// with GOMAXPROCS=1), it parks in the runtime poller instead, so idle
+// A receive that must wait sleeps in the kernel (recvmsg or ppoll),
+// keeping its goroutine's P, as a C program sleeps in recvmsg or poll:
+// for a loop that answers or reads message after message that costs far
+// less CPU time per message than a wake-up through the Go runtime poller.
+// After 10 ms (the runtime's own time slice), or after 250 µs when it
+// holds the last free P, it parks in the runtime poller instead, so idle
 // receivers hold neither a thread nor a P; a busy receiver parks too,
-// once every 4 ms of sleeps, so that the scheduler sees it take turns. So
-// give each busy receiving goroutine a P of its own and one more
-// (GOMAXPROCS).
-// Sends wait in the runtime poller (a full send buffer, a congested
-// destination). The socket itself is never registered with the runtime
-// poller: RDS wakes a socket for every acknowledgement of sent messages,
-// and the poller would report each as writability. Config.BusyPoll makes
-// a receive retry briefly before it waits, trading CPU time for latency.
+// about every 8 ms, so that the scheduler sees it take turns. With
+// GOMAXPROCS=1 (a process bound to one CPU, a container limited to one)
+// a receive first lets every runnable goroutine run, then sleeps for 1 ms
+// at most, and parks at once while another wait of the package is parked
+// or after its sleeps found no message; goroutines that become runnable
+// during such a sleep wait for it to end. A send waiting for room in the
+// send buffer sleeps in ppoll the same way; one waiting out a congested
+// destination parks in the runtime poller. The socket itself is never
+// registered with the runtime poller: RDS wakes a socket for every
+// acknowledgement of sent messages, and the poller would report each as
+// writability. Config.BusyPoll makes a receive retry briefly before it
+// waits, trading CPU time for latency.
 //
 // # Reliability
 //

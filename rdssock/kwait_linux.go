@@ -97,6 +97,10 @@ type kfd struct {
 	wakeNB   atomic.Bool
 	stayNB   atomic.Bool
 	rcvTimeo bool
+
+	// onlyPSkip counts down the reads that park at once after a sleep on
+	// the only P found no message (see onlyPSlice).
+	onlyPSkip atomic.Int32
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -131,9 +135,11 @@ var errKfdClosed = net.ErrClosed
 // wait, against 2-4 us in ppoll), so readers sleep in ppoll on every P,
 // but the one that takes the last free P sleeps lastPSlice at most and
 // then parks, so that goroutines that become runnable meanwhile wait for
-// a P no longer than that. With GOMAXPROCS=1 a read parks at once: the
-// only P would stop the whole program while it slept. A goroutine holds a
-// P to call ppoll, so there are never more sleepers than Ps. sysmon's
+// a P no longer than that. With GOMAXPROCS=1 (a process bound to one CPU,
+// or a container limited to one) the only P sleeps too, for onlyPSlice at
+// most, after it let every runnable goroutine run (see onlyPSlice). A
+// goroutine holds a P to call ppoll, so there are never more sleepers
+// than Ps. sysmon's
 // preemption (after 10 ms) and a stop-the-world interrupt the sleep with
 // a signal (ppoll returns EINTR, the goroutine yields at its next call and
 // then waits again).
@@ -155,10 +161,30 @@ var kernelWaiters atomic.Int32
 // waits of two goroutines answering each other on two Ps end within it.
 const lastPSlice = 250 * time.Microsecond
 
+// onlyPSlice is how long a read or write sleeps in the kernel holding the
+// only P (GOMAXPROCS=1) before it parks in the runtime poller. Such a
+// sleep stops the program the way a goroutine that computes does, but
+// with the CPU idle, so each one is preceded by runtime.Gosched: the
+// goroutines runnable at that moment run first, and only those that
+// become runnable during the sleep (a timer, the runtime poller) wait,
+// for onlyPSlice at most. Parking at once, as reads did before, cost a
+// wake-up through the runtime poller per message: in the test VM, where
+// the benchmark pins each process to one CPU and so runs it with one P,
+// rdsbench's request/response worker over RDS's loopback used 2.4 times
+// C's CPU time per round trip that way. A read of a socket whose messages
+// missed the sleep parks at once for its next onlyPSkips waits
+// (kfd.onlyPSkip), so that a reader of sparse messages does not pay for a
+// sleep that ends empty every time.
+const onlyPSlice = time.Millisecond
+
+// onlyPSkips is how many waits of a socket's reads park at once after a
+// read's sleep on the only P ended without a message (see onlyPSlice).
+const onlyPSkips = 16
+
 // sleepInKernel reports whether a read may sleep in ppoll: as the n-th
 // goroutine doing so, with procs Ps, and rest left of its kernelSlice.
 func sleepInKernel(n int32, procs int, rest time.Duration) bool {
-	return rest > 0 && (int(n) < procs || int(n) == procs && procs > 1)
+	return rest > 0 && int(n) <= procs
 }
 
 // sleepFor returns how long the n-th sleeper in ppoll, with procs Ps, rest
@@ -170,10 +196,53 @@ func sleepFor(n int32, procs int, rest, until time.Duration) (time.Duration, boo
 		d = until
 	}
 	lastP := int(n) >= procs
-	if lastP {
+	switch {
+	case procs == 1:
+		d = min(d, onlyPSlice)
+	case lastP:
 		d = min(d, lastPSlice)
 	}
 	return d, lastP
+}
+
+// yieldOnlyP lets the goroutines runnable now run before a sleep that
+// keeps the only P (see onlyPSlice), and reports whether the sleep may
+// go ahead: not while another wait of the package is parked in the
+// runtime poller or yielding too (idleWaiters), since with one P its
+// goroutine could not run before the sleep ended, and a goroutine of the
+// same program may well be what answers (request/response between two
+// goroutines, a sender waiting for room that the reader makes). With
+// more Ps it does nothing and reports true.
+func yieldOnlyP(procs int) bool {
+	if procs != 1 {
+		return true
+	}
+	idleWaiters.Add(1)
+	runtime.Gosched()
+	return idleWaiters.Add(-1) == 0
+}
+
+// idleWaiters counts the package's waits (all Conns) that are parked in
+// the runtime poller or yielding the only P (yieldOnlyP).
+var idleWaiters atomic.Int32
+
+// skipOnlyP reports whether a read should park at once rather than sleep
+// on the only P, because a recent sleep there ended without a message
+// (see onlyPSlice); it counts the skip.
+func (k *kfd) skipOnlyP(procs int) bool {
+	if procs != 1 || k.onlyPSkip.Load() <= 0 {
+		return false
+	}
+	k.onlyPSkip.Add(-1)
+	return true
+}
+
+// missedOnlyP notes that a read's sleep on the only P ended without a
+// message: the socket's next onlyPSkips reads park at once.
+func (k *kfd) missedOnlyP(procs int) {
+	if procs == 1 {
+		k.onlyPSkip.Store(onlyPSkips)
+	}
 }
 
 // procs returns GOMAXPROCS as read at most procsEvery calls ago: the
@@ -328,6 +397,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 		if lastP && e == 0 && ready == 0 {
 			// Nothing came in the short sleep on the last free P:
 			// give the P back to the program.
+			k.missedOnlyP(procs())
 			return k.parkedWait(f, false)
 		}
 	}
@@ -391,7 +461,16 @@ func (k *kfd) writeWait(f func(fd uintptr) bool) error {
 // instead (a read also when parkDue says so), or an error, either way with
 // the count and the reference dropped.
 func (k *kfd) sleeper(write bool, rest time.Duration) (w *kwaiter, d time.Duration, lastP, park bool, err error) {
-	n, p := kernelWaiters.Add(1), procs()
+	p := procs()
+	if !write && k.skipOnlyP(p) {
+		k.release()
+		return nil, 0, false, true, nil
+	}
+	if !yieldOnlyP(p) {
+		k.release()
+		return nil, 0, false, true, nil
+	}
+	n := kernelWaiters.Add(1)
 	if !sleepInKernel(n, p, rest) || !write && k.parkDue() {
 		kernelWaiters.Add(-1)
 		k.release()
@@ -454,8 +533,15 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 				return true, false, nil
 			}
 		}
+		p := procs()
+		if k.skipOnlyP(p) {
+			return false, true, nil // before readKept: a kept socket stays
+		}
 		if k.readKept.Load() || k.refs.Load()&kfdClosing != 0 {
 			return false, false, nil
+		}
+		if !yieldOnlyP(p) {
+			return false, true, nil
 		}
 		until := time.Duration(-1)
 		if k.rdlSet.Load() {
@@ -463,13 +549,16 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 				return true, false, os.ErrDeadlineExceeded
 			}
 		}
-		n, p := kernelWaiters.Add(1), procs()
+		n := kernelWaiters.Add(1)
 		if !sleepInKernel(n, p, rest) || k.parkDue() {
 			kernelWaiters.Add(-1)
 			return false, true, nil
 		}
 		timeout, lastP := sleepFor(n, p, rest, until)
-		if (op != nil || bop != nil) && !blocked && !lastP && timeout >= blockSlice && !k.stayNB.Load() {
+		// On the only P the sleep in recvmsg is the whole sleep
+		// (onlyPSlice is blockSlice); on the last free P of several
+		// it is too long.
+		if (op != nil || bop != nil) && !blocked && (!lastP || p == 1) && timeout >= blockSlice && !k.stayNB.Load() {
 			blocked = true
 			got, slept := k.blockRecv(op, bop)
 			kernelWaiters.Add(-1)
@@ -477,12 +566,17 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 			if got {
 				return true, false, nil
 			}
+			if p == 1 && slept > 0 {
+				k.missedOnlyP(p)
+				return false, true, nil
+			}
 			continue
 		}
 		ready, e, slept := k.sleep(k.soloEfd, timeout)
 		kernelWaiters.Add(-1)
 		rest -= slept
 		if lastP && e == 0 && ready == 0 {
+			k.missedOnlyP(p)
 			return false, true, nil // as in wait
 		}
 	}

@@ -23,11 +23,11 @@ import (
 // (the runtime serializes them by the instance's read lock), but one lets
 // go after the next may have taken its turn, hence the count.
 //
-// With one P (GOMAXPROCS=1, where every wait parks) the read instance
-// keeps the socket after the last parked read has let go, until a read
-// next sleeps in ppoll (kfd.enter calls drop): a reader that parks wait
-// after wait then adds and removes nothing, two epoll_ctl calls less per
-// wait. A read that sleeps in ppoll takes the socket out first, so that
+// With one P (GOMAXPROCS=1, where a wait parks whenever it may not
+// sleep on the only P: see onlyPSlice) the read instance keeps the socket
+// after the last parked read has let go, until a read next sleeps in
+// ppoll (kfd.enter calls drop): a reader that parks wait after wait then
+// adds and removes nothing, two epoll_ctl calls less per wait. A read that sleeps in ppoll takes the socket out first, so that
 // the wake-ups a sleeping reader's socket gets (one per acknowledged
 // message) do not also reach a thread in the runtime poller. With more Ps
 // a parked read is the exception (kfd.wait), and the socket leaves the
@@ -169,11 +169,13 @@ func (k *kfd) parkedWait(f func(fd uintptr) bool, write bool) error {
 	}
 	w := k.getWaiter()
 	w.f, w.e = f, e
+	idleWaiters.Add(1) // see yieldOnlyP
 	if write {
 		err = e.rc.Read(w.tryWrite) // an epoll instance is readable when ready
 	} else {
 		err = e.rc.Read(w.tryRead)
 	}
+	idleWaiters.Add(-1)
 	if w.armed {
 		// Through Control: Close may have closed the instance meanwhile
 		// (and the socket left it with it).
