@@ -545,10 +545,13 @@ func TestParkedReadersShareASocket(t *testing.T) {
 	}
 }
 
-// TestParkedReadKeepsTheSocket: with GOMAXPROCS=1 every waiting read
-// parks; the read epoll instance keeps the socket from one parked read to
-// the next (no epoll_ctl per wait), every parked read still wakes for its
-// message, and the first read that sleeps in ppoll takes the socket out.
+// TestParkedReadKeepsTheSocket: with GOMAXPROCS=1 a read whose message
+// does not come during its short sleep on the only P parks (here every
+// read: the message is sent once the read is parked), and the socket's
+// next reads park at once (onlyPSkips); the read epoll instance keeps the
+// socket from one parked read to the next (no epoll_ctl per wait), every
+// parked read still wakes for its message, and the first read that
+// sleeps in ppoll takes the socket out.
 func TestParkedReadKeepsTheSocket(t *testing.T) {
 	restore := setGOMAXPROCS(1)
 	defer func() { restore() }()
