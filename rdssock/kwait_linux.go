@@ -162,7 +162,8 @@ var kernelWaiters atomic.Int32
 const lastPSlice = 250 * time.Microsecond
 
 // onlyPSlice is how long a read or write sleeps in the kernel holding the
-// only P (GOMAXPROCS=1) before it parks in the runtime poller. Such a
+// only P (GOMAXPROCS=1) before it parks in the runtime poller; it sleeps
+// in ppoll, whose timeout is precise (see blockSlice). Such a
 // sleep stops the program the way a goroutine that computes does, but
 // with the CPU idle, so each one is preceded by runtime.Gosched: the
 // goroutines runnable at that moment run first, and only those that
@@ -471,7 +472,14 @@ func (k *kfd) sleeper(write bool, rest time.Duration) (w *kwaiter, d time.Durati
 		return nil, 0, false, true, nil
 	}
 	n := kernelWaiters.Add(1)
-	if !sleepInKernel(n, p, rest) || !write && k.parkDue() {
+	if !write {
+		due, left, _ := k.parkDue()
+		if due {
+			rest = 0 // parks below
+		}
+		rest = min(rest, left)
+	}
+	if !sleepInKernel(n, p, rest) {
 		kernelWaiters.Add(-1)
 		k.release()
 		return nil, 0, false, true, nil
@@ -550,25 +558,23 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 			}
 		}
 		n := kernelWaiters.Add(1)
-		if !sleepInKernel(n, p, rest) || k.parkDue() {
+		due, left, now := k.parkDue()
+		if due || !sleepInKernel(n, p, rest) {
 			kernelWaiters.Add(-1)
 			return false, true, nil
 		}
-		timeout, lastP := sleepFor(n, p, rest, until)
-		// On the only P the sleep in recvmsg is the whole sleep
-		// (onlyPSlice is blockSlice); on the last free P of several
-		// it is too long.
-		if (op != nil || bop != nil) && !blocked && (!lastP || p == 1) && timeout >= blockSlice && !k.stayNB.Load() {
+		timeout, lastP := sleepFor(n, p, min(rest, left), until)
+		// Not on the last free P, nor the only one, nor with a
+		// deadline the sleep could overshoot: a sleep in recvmsg that
+		// times out lasts until the kernel's next timer tick (see
+		// blockSlice).
+		if (op != nil || bop != nil) && !blocked && !lastP && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load() {
 			blocked = true
-			got, slept := k.blockRecv(op, bop)
+			got, slept := k.blockRecv(op, bop, now)
 			kernelWaiters.Add(-1)
 			rest -= slept
 			if got {
 				return true, false, nil
-			}
-			if p == 1 && slept > 0 {
-				k.missedOnlyP(p)
-				return false, true, nil
 			}
 			continue
 		}
@@ -586,11 +592,24 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 // the socket's SO_RCVTIMEO. Such a sleep keeps the P, as ppoll's does, but
 // unlike ppoll the kernel restarts the receive after the runtime's
 // preemption signal (SA_RESTART), so sysmon's preemption and a
-// stop-the-world wait until a message comes or blockSlice passes: it is
-// short, and a read sleeps in recvmsg once per wait; if nothing came, the
-// rest of the wait sleeps in ppoll. In the test VM a request/response
+// stop-the-world wait until a message comes or the timeout passes. The
+// kernel counts that timeout in timer ticks and rounds it up: on the
+// development host (HZ=250) a receive with nothing to read returned
+// after about 8 ms, not 1 ms, where ppoll's timeout of 1 ms took 1.1 ms.
+// So a read sleeps in recvmsg once per wait, and not on the last free P
+// or the only one; if nothing came, the rest of the wait sleeps in
+// ppoll. A stop-the-world can wait that long for a reader in a lull
+// (noted in the changelog as open). In the test VM a request/response
 // round trip takes 50-500 us. A variable for the tests.
 var blockSlice = time.Millisecond
+
+// blockTook is the longest a solo read's sleep in recvmsg has taken to
+// time out (in ns; 0 until one has), and blockBound how long such a
+// sleep may last as far as the program knows: the kernel rounds the
+// timeout up to its timer tick (see blockSlice).
+var blockTook atomic.Int64
+
+func blockBound() time.Duration { return max(blockSlice, time.Duration(blockTook.Load())) }
 
 // blockGuess is what a sleep in recvmsg that ended with a message counts
 // as (kfd.blockRecv) against the read's kernelSlice, instead of two clock
@@ -617,7 +636,7 @@ const blockGuess = 250 * time.Microsecond
 // or if op is nil bop's (a recvmmsg that sleeps for its first message). It
 // reports whether the op has its result, and how long it slept, estimated
 // without the clock (see blockGuess).
-func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration) {
+func (k *kfd) blockRecv(op *msgOp, bop *batchOp, start int64) (got bool, slept time.Duration) {
 	if !k.rcvTimeo {
 		tv := unix.NsecToTimeval(int64(blockSlice))
 		if err := unix.SetsockoptTimeval(k.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
@@ -634,7 +653,7 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration)
 	var e unix.Errno
 	received := false // a receive ran
 	for {
-		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-time.Since(monoBase) < blockSlice {
+		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-time.Since(monoBase) < blockBound() {
 			break
 		}
 		received = true
@@ -655,8 +674,15 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp) (got bool, slept time.Duration)
 	runtime.UnlockOSThread()
 	switch {
 	case !received:
+	case (e == unix.EAGAIN || e == unix.ETIMEDOUT) && !k.wakeNB.Load():
+		// The timeout, or someone set O_NONBLOCK (below): the clock
+		// says how long it took (see blockSlice).
+		slept = time.Since(monoBase) - time.Duration(start)
+		if int64(slept) > blockTook.Load() {
+			blockTook.Store(int64(slept))
+		}
 	case e == unix.EAGAIN || e == unix.ETIMEDOUT:
-		slept = blockSlice // the timeout, or a wake-up before it: at most that
+		slept = blockSlice // a wake-up: less than the timeout
 	default:
 		slept = min(blockGuess, blockSlice)
 	}
@@ -745,14 +771,35 @@ func ppoll(pfd *[2]unix.PollFd, timeout time.Duration) (ready uintptr, e unix.Er
 // rows' medians of paired ratios (0.82-0.98; rdma read 4KiB qd1, whose
 // counts did not change, 1.12-1.14). The clock read costs about 100
 // user-space instructions per wait (rdsinstr: ReadMsg 866 to 967).
-func (k *kfd) parkDue() bool {
-	now := int64(time.Since(monoBase))
-	if now-k.parked.Load() < int64(parkWall) {
-		return false
+//
+// It returns the time it read (since monoBase) too. If not due, it
+// also returns how long the read may sleep: until parkWall
+// and parkCap have passed since the last park, so that a sleep that
+// began just short of parkWall and would go on for milliseconds (a lull
+// in the traffic) does not outlast sysmon's 10 ms. Each preemption costs
+// a thread wake-up or two (above), and one that finds the goroutine in
+// Go code makes the runtime look up that function's name and tables
+// (runtime.isAsyncSafePoint): the Go receiver of rdsbench's long run,
+// which allocates nothing, grew its resident set in steps of 64 KiB (the
+// kernel's fault-around) at random moments, each step a part of the
+// executable's function names, pc tables and function records paged in
+// (found with /proc/self/pagemap; no garbage collection ran and the
+// stacks did not grow), which is what those lookups read.
+func (k *kfd) parkDue() (due bool, left time.Duration, now int64) {
+	now = int64(time.Since(monoBase))
+	since := now - k.parked.Load()
+	if since < int64(parkWall) {
+		return false, parkWall + parkCap - time.Duration(since), now
 	}
 	k.parked.Store(now) // parkedWait notes the end of the park too
-	return true
+	return true, 0, now
 }
+
+// parkCap is how long after parkWall a sleep that began before it may
+// last (see parkDue): sysmon preempts a goroutine it has seen running for
+// 10 ms, counted from no earlier than its last pass through the
+// scheduler.
+const parkCap = 1500 * time.Microsecond
 
 // parkWall bounds how long reads of a socket go on without parking (see
 // kfd.parkDue): well inside sysmon's 10 ms, which it counts from the last

@@ -408,23 +408,57 @@ func TestLongSleepingReadsPark(t *testing.T) {
 // waits parks as often as one that sleeps throughout.
 func TestParkDue(t *testing.T) {
 	k := newKfd(-1)
-	if k.parkDue() {
-		t.Fatal("parkDue on a socket just made: true")
+	if due, left, _ := k.parkDue(); due || left <= parkWall || left > parkWall+parkCap {
+		t.Fatalf("parkDue on a socket just made: %v, %v left; want false, up to parkWall+parkCap", due, left)
 	}
 	k.parked.Add(-int64(parkWall - time.Millisecond))
-	if k.parkDue() {
-		t.Fatal("parkDue 1ms short of parkWall since the last park: true")
+	// A sleep from here may last about 1ms+parkCap: a lull in the
+	// traffic must not keep the reader from the scheduler past
+	// sysmon's 10ms.
+	if due, left, _ := k.parkDue(); due || left <= parkCap || left > time.Millisecond+parkCap {
+		t.Fatalf("parkDue 1ms short of parkWall since the last park: %v, %v left; want false, at most 1ms+parkCap", due, left)
 	}
 	k.parked.Add(-int64(2 * time.Millisecond))
-	if !k.parkDue() {
+	if due, _, _ := k.parkDue(); !due {
 		t.Fatal("parkDue 1ms past parkWall since the last park: false")
 	}
 	if since := time.Since(monoBase) - time.Duration(k.parked.Load()); since < 0 || since > time.Second {
 		t.Fatalf("parkDue that parks noted the park %v ago, want now", since)
 	}
-	if k.parkDue() {
+	if due, _, _ := k.parkDue(); due {
 		t.Fatal("parkDue right after it parked: true")
 	}
+}
+
+// TestSleepEndsBeforeSysmon: a read that begins its wait shortly before
+// parkWall has passed since its socket's last park sleeps only until
+// parkWall+parkCap, then parks, instead of sleeping its whole kernelSlice
+// (which would outlast sysmon's 10ms).
+func TestSleepEndsBeforeSysmon(t *testing.T) {
+	defer setGOMAXPROCS(4)()
+	// The read sleeps in ppoll (stayNB: not in recvmsg, whose timeout
+	// the kernel rounds up to its tick): without the cap for its whole
+	// kernelSlice, parking after 10ms; with it until parkWall+parkCap,
+	// after about 4.5ms. A loaded host may delay the read or the
+	// check: one early park of three tries will do.
+	const short = 3 * time.Millisecond
+	var took []time.Duration
+	for range 3 {
+		_, b := pair(t)
+		b.k.stayNB.Store(true)
+		b.k.parked.Store(int64(time.Since(monoBase) - (parkWall - short)))
+		start := time.Now()
+		got := readInBackground(b)
+		waitFor(t, "the read to park", func() bool { _, h, _ := readInstance(b); return h == 1 })
+		d := time.Since(start)
+		b.Close()
+		<-got
+		if d < kernelSlice {
+			return
+		}
+		took = append(took, d)
+	}
+	t.Errorf("reads that began %v short of parkWall since their socket's last park parked after %v; want about %v", short, took, short+parkCap)
 }
 
 // TestWaitersBeyondThePsPark: of readers waiting at once, one sleeps in
@@ -936,5 +970,51 @@ func TestOnlyPParksBesideAParkedWait(t *testing.T) {
 	}
 	if n := b1.k.onlyPSkip.Load(); n != onlyPSkips-1 {
 		t.Errorf("the read after the miss: onlyPSkip = %d, want %d (one skip used)", n, onlyPSkips-1)
+	}
+}
+
+// TestDeadlineBeforeTheTick: the kernel rounds a receive's timeout up to
+// its timer tick, so a read whose deadline is nearer than a timed-out
+// sleep in recvmsg was seen to last sleeps in ppoll instead, and returns
+// at its deadline rather than at the tick.
+func TestDeadlineBeforeTheTick(t *testing.T) {
+	defer setGOMAXPROCS(4)()
+	a, b := pair(t)
+	// A wait with no message for a while: its sleep in recvmsg times
+	// out, and the read learns how long that took.
+	got := readInBackground(b)
+	waitFor(t, "a sleep in recvmsg to time out", func() bool { return blockTook.Load() > 0 })
+	if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("ReadMsg: %v", err)
+	}
+	tick := blockBound()
+	t.Logf("a sleep in recvmsg with a timeout of %v took %v", blockSlice, tick)
+	if tick < 3*time.Millisecond {
+		t.Skipf("this kernel's timer tick (%v) is too fine to tell", tick)
+	}
+	// A deadline past blockSlice, which a sleep in recvmsg would
+	// overshoot whenever the next tick comes after it. A loaded host may
+	// delay a read now and then: four of five on time will do.
+	d, tries := 3*blockSlice/2, 5
+	var took []time.Duration
+	late := 0
+	for range tries {
+		b.SetReadDeadline(time.Now().Add(d))
+		start := time.Now()
+		_, _, _, _, err := b.ReadMsg(make([]byte, 8), nil)
+		el := time.Since(start)
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("ReadMsg with a deadline %v ahead: %v, want a deadline error", d, err)
+		}
+		took = append(took, el)
+		if el >= d+time.Millisecond {
+			late++
+		}
+	}
+	if late > 1 {
+		t.Errorf("reads with a deadline %v ahead returned after %v; want about that, not at the next timer tick (a sleep in recvmsg took %v)", d, took, tick)
 	}
 }
