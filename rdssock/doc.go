@@ -46,9 +46,10 @@
 // about every 8 ms, so that the scheduler sees it take turns. With
 // GOMAXPROCS=1 (a process bound to one CPU, a container limited to one)
 // a receive first lets every runnable goroutine run, then sleeps for 1 ms
-// at most, and parks at once while another wait of the package is parked
-// or after its sleeps found no message; goroutines that become runnable
-// during such a sleep wait for it to end. A send waiting for room in the
+// (which the kernel rounds up to its timer tick, a few ms), and parks at
+// once while another wait of the package is parked or after its sleeps
+// found no message; goroutines that become runnable during such a sleep
+// wait for it to end. A send waiting for room in the
 // send buffer sleeps in ppoll the same way; one waiting out a congested
 // destination parks in the runtime poller. The socket itself is never
 // registered with the runtime poller: RDS wakes a socket for every

@@ -162,20 +162,23 @@ var kernelWaiters atomic.Int32
 const lastPSlice = 250 * time.Microsecond
 
 // onlyPSlice is how long a read or write sleeps in the kernel holding the
-// only P (GOMAXPROCS=1) before it parks in the runtime poller; it sleeps
-// in ppoll, whose timeout is precise (see blockSlice). Such a
+// only P (GOMAXPROCS=1) before it parks in the runtime poller. Such a
 // sleep stops the program the way a goroutine that computes does, but
 // with the CPU idle, so each one is preceded by runtime.Gosched: the
 // goroutines runnable at that moment run first, and only those that
-// become runnable during the sleep (a timer, the runtime poller) wait,
-// for onlyPSlice at most. Parking at once, as reads did before, cost a
-// wake-up through the runtime poller per message: in the test VM, where
-// the benchmark pins each process to one CPU and so runs it with one P,
-// rdsbench's request/response worker over RDS's loopback used 2.4 times
-// C's CPU time per round trip that way. A read of a socket whose messages
-// missed the sleep parks at once for its next onlyPSkips waits
-// (kfd.onlyPSkip), so that a reader of sparse messages does not pay for a
-// sleep that ends empty every time.
+// become runnable during the sleep (a timer, the runtime poller) wait.
+// The solo read sleeps in recvmsg (blockSlice, which equals onlyPSlice),
+// whose timeout the kernel rounds up to its timer tick, so they may wait
+// that long (3.5-8 ms measured, against the runtime's own 10 ms slice);
+// other reads and writes sleep in ppoll, for onlyPSlice. A read of a
+// socket whose sleep on the only P ended without a message parks at once
+// for its next onlyPSkips waits (kfd.onlyPSkip), so that a lull costs one
+// such sleep per onlyPSkips+1 waits, not one per wait. Parking at once,
+// as every wait with one P did before, cost more: on the development
+// host BenchmarkRoundTripProcess under taskset -c 0 took 9.5-12.2 µs of
+// client CPU per round trip that way, 7.2-9.1 sleeping in recvmsg (six
+// runs each), and 12.3-13.2 sleeping in ppoll, whose system call more
+// and the yield cost more than the park saved (three runs).
 const onlyPSlice = time.Millisecond
 
 // onlyPSkips is how many waits of a socket's reads park at once after a
@@ -564,17 +567,21 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 			return false, true, nil
 		}
 		timeout, lastP := sleepFor(n, p, min(rest, left), until)
-		// Not on the last free P, nor the only one, nor with a
-		// deadline the sleep could overshoot: a sleep in recvmsg that
-		// times out lasts until the kernel's next timer tick (see
-		// blockSlice).
-		if (op != nil || bop != nil) && !blocked && !lastP && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load() {
+		// Not on the last free P of several, nor with a deadline the
+		// sleep could overshoot: a sleep in recvmsg that times out
+		// lasts until the kernel's next timer tick (see blockSlice). On
+		// the only P it is the whole sleep (see onlyPSlice).
+		if (op != nil || bop != nil) && !blocked && (!lastP || p == 1) && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load() {
 			blocked = true
 			got, slept := k.blockRecv(op, bop, now)
 			kernelWaiters.Add(-1)
 			rest -= slept
 			if got {
 				return true, false, nil
+			}
+			if p == 1 && slept > 0 {
+				k.missedOnlyP(p)
+				return false, true, nil
 			}
 			continue
 		}
