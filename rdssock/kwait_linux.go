@@ -136,8 +136,8 @@ var errKfdClosed = net.ErrClosed
 // but the one that takes the last free P sleeps lastPSlice at most and
 // then parks, so that goroutines that become runnable meanwhile wait for
 // a P no longer than that. With GOMAXPROCS=1 (a process bound to one CPU,
-// or a container limited to one) the only P sleeps too, for onlyPSlice at
-// most, after it let every runnable goroutine run (see onlyPSlice). A
+// or a container limited to one) the only P sleeps too, briefly, after
+// it let every runnable goroutine run (see onlyPSlice). A
 // goroutine holds a P to call ppoll, so there are never more sleepers
 // than Ps. sysmon's
 // preemption (after 10 ms) and a stop-the-world interrupt the sleep with
@@ -604,7 +604,8 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 // development host (HZ=250) a receive with nothing to read returned
 // after about 8 ms, not 1 ms, where ppoll's timeout of 1 ms took 1.1 ms.
 // So a read sleeps in recvmsg once per wait, and not on the last free P
-// or the only one; if nothing came, the rest of the wait sleeps in
+// of several, nor when its deadline is nearer than such a sleep was seen
+// to take (blockBound); if nothing came, the rest of the wait sleeps in
 // ppoll. A stop-the-world can wait that long for a reader in a lull
 // (noted in the changelog as open). In the test VM a request/response
 // round trip takes 50-500 us. A variable for the tests.
