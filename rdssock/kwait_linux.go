@@ -784,15 +784,9 @@ func ppoll(pfd *[2]unix.PollFd, timeout time.Duration) (ready uintptr, e unix.Er
 // also returns how long the read may sleep: until parkWall
 // and parkCap have passed since the last park, so that a sleep that
 // began just short of parkWall and would go on for milliseconds (a lull
-// in the traffic) does not outlast sysmon's 10 ms. Each preemption costs
-// a thread wake-up or two (above), and one that finds the goroutine in
-// Go code makes the runtime look up that function's name and tables
-// (runtime.isAsyncSafePoint): the Go receiver of rdsbench's long run,
-// which allocates nothing, grew its resident set in steps of 64 KiB (the
-// kernel's fault-around) at random moments, each step a part of the
-// executable's function names, pc tables and function records paged in
-// (found with /proc/self/pagemap; no garbage collection ran and the
-// stacks did not grow), which is what those lookups read.
+// in the traffic) does not outlast sysmon's 10 ms, whose preemption costs
+// a thread wake-up or two (above). A sleep in recvmsg is not capped: it
+// is taken for blockSlice, which the kernel rounds up to its tick.
 func (k *kfd) parkDue() (due bool, left time.Duration, now int64) {
 	now = int64(time.Since(monoBase))
 	since := now - k.parked.Load()
