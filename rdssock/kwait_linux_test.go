@@ -991,10 +991,10 @@ func TestDeadlineBeforeTheTick(t *testing.T) {
 		t.Fatalf("ReadMsg: %v", err)
 	}
 	tick := blockBound()
+	// Where the tick is fine (well under 2.5ms) a sleep in recvmsg
+	// would also end in time and the check below cannot tell the two
+	// ways apart; it still holds, so it runs.
 	t.Logf("a sleep in recvmsg with a timeout of %v took %v", blockSlice, tick)
-	if tick < 3*time.Millisecond {
-		t.Skipf("this kernel's timer tick (%v) is too fine to tell", tick)
-	}
 	// A deadline past blockSlice, which a sleep in recvmsg would
 	// overshoot whenever the next tick comes after it. A loaded host may
 	// delay a read now and then: four of five on time will do.
