@@ -476,11 +476,8 @@ func (k *kfd) sleeper(write bool, rest time.Duration) (w *kwaiter, d time.Durati
 	}
 	n := kernelWaiters.Add(1)
 	if !write {
-		due, left, _ := k.parkDue()
-		if due {
-			rest = 0 // parks below
-		}
-		rest = min(rest, left)
+		_, left := k.parkDue(int64(time.Since(monoBase)))
+		rest = min(rest, left) // 0 when a park is due: it parks below
 	}
 	if !sleepInKernel(n, p, rest) {
 		kernelWaiters.Add(-1)
@@ -554,14 +551,15 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 		if !yieldOnlyP(p) {
 			return false, true, nil
 		}
+		now := int64(time.Since(monoBase)) // the wait's one clock read
 		until := time.Duration(-1)
 		if k.rdlSet.Load() {
-			if until = time.Duration(k.rdlMono.Load()) - time.Since(monoBase); until <= 0 {
+			if until = time.Duration(k.rdlMono.Load() - now); until <= 0 {
 				return true, false, os.ErrDeadlineExceeded
 			}
 		}
 		n := kernelWaiters.Add(1)
-		due, left, now := k.parkDue()
+		due, left := k.parkDue(now)
 		if due || !sleepInKernel(n, p, rest) {
 			kernelWaiters.Add(-1)
 			return false, true, nil
@@ -761,7 +759,8 @@ func ppoll(pfd *[2]unix.PollFd, timeout time.Duration) (ready uintptr, e unix.Er
 // in the runtime poller instead (see kernelWaiters): once parkWall has
 // passed since a read of k last came back from a park (parkedWait notes
 // when), so that a goroutine reading k passes through the scheduler well
-// inside sysmon's 10 ms. It reads the clock once per wait.
+// inside sysmon's 10 ms. The caller reads the clock for it (now), once
+// per wait.
 //
 // Counting the sleeps instead, without the clock, let busy readers go
 // past 10 ms: a sleep in recvmsg could only be guessed (blockGuess), and
@@ -780,21 +779,21 @@ func ppoll(pfd *[2]unix.PollFd, timeout time.Duration) (ready uintptr, e unix.Er
 // counts did not change, 1.12-1.14). The clock read costs about 100
 // user-space instructions per wait (rdsinstr: ReadMsg 866 to 967).
 //
-// It returns the time it read (since monoBase) too. If not due, it
-// also returns how long the read may sleep: until parkWall
+// now is the time (since monoBase), which the caller reads once per wait.
+// If not due, it also returns how long the read may sleep (0 if due):
+// until parkWall
 // and parkCap have passed since the last park, so that a sleep that
 // began just short of parkWall and would go on for milliseconds (a lull
 // in the traffic) does not outlast sysmon's 10 ms, whose preemption costs
 // a thread wake-up or two (above). A sleep in recvmsg is not capped: it
 // is taken for blockSlice, which the kernel rounds up to its tick.
-func (k *kfd) parkDue() (due bool, left time.Duration, now int64) {
-	now = int64(time.Since(monoBase))
+func (k *kfd) parkDue(now int64) (due bool, left time.Duration) {
 	since := now - k.parked.Load()
 	if since < int64(parkWall) {
-		return false, parkWall + parkCap - time.Duration(since), now
+		return false, parkWall + parkCap - time.Duration(since)
 	}
 	k.parked.Store(now) // parkedWait notes the end of the park too
-	return true, 0, now
+	return true, 0
 }
 
 // parkCap is how long after parkWall a sleep that began before it may

@@ -408,24 +408,24 @@ func TestLongSleepingReadsPark(t *testing.T) {
 // waits parks as often as one that sleeps throughout.
 func TestParkDue(t *testing.T) {
 	k := newKfd(-1)
-	if due, left, _ := k.parkDue(); due || left <= parkWall || left > parkWall+parkCap {
+	if due, left := k.parkDue(int64(time.Since(monoBase))); due || left <= parkWall || left > parkWall+parkCap {
 		t.Fatalf("parkDue on a socket just made: %v, %v left; want false, up to parkWall+parkCap", due, left)
 	}
 	k.parked.Add(-int64(parkWall - time.Millisecond))
 	// A sleep from here may last about 1ms+parkCap: a lull in the
 	// traffic must not keep the reader from the scheduler past
 	// sysmon's 10ms.
-	if due, left, _ := k.parkDue(); due || left <= parkCap || left > time.Millisecond+parkCap {
+	if due, left := k.parkDue(int64(time.Since(monoBase))); due || left <= parkCap || left > time.Millisecond+parkCap {
 		t.Fatalf("parkDue 1ms short of parkWall since the last park: %v, %v left; want false, at most 1ms+parkCap", due, left)
 	}
 	k.parked.Add(-int64(2 * time.Millisecond))
-	if due, _, _ := k.parkDue(); !due {
+	if due, _ := k.parkDue(int64(time.Since(monoBase))); !due {
 		t.Fatal("parkDue 1ms past parkWall since the last park: false")
 	}
 	if since := time.Since(monoBase) - time.Duration(k.parked.Load()); since < 0 || since > time.Second {
 		t.Fatalf("parkDue that parks noted the park %v ago, want now", since)
 	}
-	if due, _, _ := k.parkDue(); due {
+	if due, _ := k.parkDue(int64(time.Since(monoBase))); due {
 		t.Fatal("parkDue right after it parked: true")
 	}
 }
