@@ -239,7 +239,21 @@ func poweroff() {
 // status, is a boot crash, which rdsvm boots again; during the test it
 // would fail the whole package. Failures here are logged, not fatal: the
 // test would meet them too.
+//
+// The receive timestamp key (netstamp_needed_key) is not a one-time key:
+// the kernel switches it on while any socket asks for timestamps and off
+// again after the last one closes, so every test that sets SO_TIMESTAMP
+// patched the text twice while traffic flowed; one such patch killed a
+// 6.12 guest in __netif_receive_skb_core during an RDS/TCP send (a local
+// CI run, November 2026). Init keeps a socket with SO_TIMESTAMP open for the VM's life, so
+// the key is switched on once, here, and never off.
 func patchOnceKeys() {
+	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		logf("timestamp key: socket: %v", err)
+	} else if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMP, 1); err != nil {
+		logf("timestamp key: SO_TIMESTAMP: %v", err)
+		unix.Close(fd)
+	} // else the descriptor stays open until poweroff
 	for _, network := range []string{"tcp4", "tcp6"} {
 		host := "127.0.0.1"
 		if network == "tcp6" {
