@@ -644,7 +644,7 @@ func buildInitramfs(dst, self, testBin string, k *kernel.Kernel, cfg *vmconf.Con
 		}
 	}
 	for _, m := range cfg.Modules {
-		if err := b.File(filepath.Join(modDir, m), filepath.Join(k.ModulesDir(), m)); err != nil {
+		if err := b.File(filepath.Join(modDir, m), k.ModuleFile(m, logf)); err != nil {
 			return err
 		}
 	}

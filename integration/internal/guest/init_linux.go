@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-rds/rds/integration/internal/kernel"
 	"github.com/go-rds/rds/integration/internal/vmconf"
 )
 
@@ -169,15 +170,21 @@ func mountAll() error {
 }
 
 // loadModule loads one module file; compressed modules are handed to the
-// kernel to decompress. Already loaded is fine.
+// kernel to decompress. The file's content decides, not its name: rdsvm
+// copies modules in decompressed under their original names (see
+// kernel.ModuleFile). Already loaded is fine.
 func loadModule(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("load module %s: %w", filepath.Base(path), err)
 	}
 	defer f.Close()
+	var magic [4]byte
+	if _, err := f.ReadAt(magic[:], 0); err != nil {
+		return fmt.Errorf("load module %s: %w", filepath.Base(path), err)
+	}
 	flags := 0
-	if strings.HasSuffix(path, ".xz") || strings.HasSuffix(path, ".zst") || strings.HasSuffix(path, ".gz") {
+	if !kernel.IsELF(magic[:]) {
 		flags = unix.MODULE_INIT_COMPRESSED_FILE
 	}
 	if err := unix.FinitModule(int(f.Fd()), "", flags); err != nil && !errors.Is(err, unix.EEXIST) {
