@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,6 +54,14 @@ var (
 	flagResults = flag.String("results", os.Getenv("RDSTEST_RESULTS"),
 		"write every test result to this file as JSON lines (default <cache>/results/rdstest.jsonl; env RDSTEST_RESULTS)")
 )
+
+// defaultKernelList reports whether the kernels to test are the default
+// ones: neither -kernels nor RDSTEST_KERNELS chose them.
+func defaultKernelList() bool {
+	set := os.Getenv("RDSTEST_KERNELS") != ""
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "kernels" })
+	return !set
+}
 
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -334,7 +343,11 @@ func run() error {
 		return errors.New("no package has integration-tagged tests")
 	}
 	rdsvmPath = rdsvm
-	runVMJobs(planVMJobs(ready, pkgs), ready, fetched)
+	jobs, left := planVMJobs(ready, pkgs, defaultKernelList())
+	if len(left) > 0 {
+		fmt.Printf("not run with the default kernel list (the package's rdsvm.json names its kernels; -kernels runs every package on each kernel named): %s\n", strings.Join(left, ", "))
+	}
+	runVMJobs(jobs, ready, fetched)
 	return nil
 }
 
@@ -415,12 +428,14 @@ func ensureHostPackages() error {
 	return nil
 }
 
-// integrationPkgs are the packages with integration tests, split by whether
-// they run with the race detector.
 // integrationPkgs are the packages with integration tests: plain builds,
 // and -race builds; needRace are those of race whose rdsvm.json demands a
-// -race build on every kernel.
-type integrationPkgs struct{ plain, race, needRace []string }
+// -race build on every kernel; kernels holds, for the packages whose
+// rdsvm.json names kernels, the kernels they run on by default.
+type integrationPkgs struct {
+	plain, race, needRace []string
+	kernels               map[string][]string
+}
 
 // splitList splits a comma-separated list, dropping empty items.
 func splitList(s string) []string {
@@ -474,14 +489,19 @@ func integrationPackages(race []string) (integrationPkgs, error) {
 	if err != nil {
 		return pkgs, err
 	}
+	pkgs.kernels = map[string][]string{}
 	for p, files := range with {
 		if files == without[p] {
 			continue
 		}
-		race, err := wantsRace(dirs[p])
+		cfg, err := readPkgConfig(dirs[p])
 		if err != nil {
 			return pkgs, err
 		}
+		if len(cfg.Kernels) > 0 {
+			pkgs.kernels[p] = cfg.Kernels
+		}
+		race := cfg.Race
 		if race {
 			pkgs.needRace = append(pkgs.needRace, p)
 		}
@@ -507,22 +527,35 @@ func integrationPackages(race []string) (integrationPkgs, error) {
 	return pkgs, nil
 }
 
-// wantsRace reports whether the rdsvm.json in dir sets "race": true.
-func wantsRace(dir string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "rdsvm.json"))
+// pkgConfig is what rdstest reads from a package's rdsvm.json (rdsvm
+// reads the rest).
+type pkgConfig struct {
+	Race    bool     `json:"race"`    // a -race build on every kernel
+	Kernels []string `json:"kernels"` // the kernels of a default run; none: all
+}
+
+// readPkgConfig reads the rdsvm.json in dir, if there is one. A kernel
+// name that is not one of kernel.Aliases is an error: the restriction
+// would silently never match.
+func readPkgConfig(dir string) (pkgConfig, error) {
+	var cfg pkgConfig
+	file := filepath.Join(dir, "rdsvm.json")
+	b, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return cfg, nil
 	}
 	if err != nil {
-		return false, err
-	}
-	var cfg struct {
-		Race bool `json:"race"`
+		return cfg, err
 	}
 	if err := json.Unmarshal(b, &cfg); err != nil {
-		return false, fmt.Errorf("%s: %w", filepath.Join(dir, "rdsvm.json"), err)
+		return cfg, fmt.Errorf("%s: %w", file, err)
 	}
-	return cfg.Race, nil
+	for _, k := range cfg.Kernels {
+		if !slices.Contains(kernel.Aliases(), k) {
+			return cfg, fmt.Errorf("%s: kernel %q is not one of %s", file, k, strings.Join(kernel.Aliases(), ", "))
+		}
+	}
+	return cfg, nil
 }
 
 var bootLine = regexp.MustCompile(`rdsvm: kernel .*booted in`)

@@ -75,21 +75,36 @@ var vmOnly = map[string]string{
 // race is this module's, whatever the kernel; on the others they run as
 // plain builds, faster under TCG) except those whose rdsvm.json asks for
 // -race everywhere, and with -race-run the named tests of package
-// integration a second time under -race on the first kernel.
-func planVMJobs(kernels []string, pkgs integrationPkgs) []vmJob {
-	var jobs []vmJob
+// integration a second time under -race on the first kernel. With
+// restrict (the default kernel list), a package whose rdsvm.json names
+// kernels runs on those only; the runs left out are returned as
+// "package on kernel" lines.
+func planVMJobs(kernels []string, pkgs integrationPkgs, restrict bool) (jobs []vmJob, left []string) {
 	run := func(p string) string {
 		if *flagRun == "" {
 			return vmOnly[p]
 		}
 		return *flagRun
 	}
+	runsOn := func(p, k string) bool {
+		only := pkgs.kernels[p]
+		if !restrict || len(only) == 0 || slices.Contains(only, k) {
+			return true
+		}
+		left = append(left, shortPkg(p)+" on "+k)
+		return false
+	}
 	for ki, k := range kernels {
 		first := ki == 0
 		for _, p := range pkgs.plain {
-			jobs = append(jobs, vmJob{kernel: k, pkg: p, run: run(p)})
+			if runsOn(p, k) {
+				jobs = append(jobs, vmJob{kernel: k, pkg: p, run: run(p)})
+			}
 		}
 		for _, p := range pkgs.race {
+			if !runsOn(p, k) {
+				continue
+			}
 			race := first || slices.Contains(pkgs.needRace, p)
 			jobs = append(jobs, vmJob{kernel: k, pkg: p, race: race, run: run(p)})
 		}
@@ -102,7 +117,7 @@ func planVMJobs(kernels []string, pkgs integrationPkgs) []vmJob {
 	}
 	// Longest first; among equals, the kernels' order.
 	sort.SliceStable(jobs, func(i, j int) bool { return jobs[i].expected() > jobs[j].expected() })
-	return jobs
+	return jobs, left
 }
 
 // runVMJobs runs the jobs, -p at a time across all kernels (so that no

@@ -4,6 +4,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +18,10 @@ func TestPlanVMJobs(t *testing.T) {
 		race:     []string{modulePath + "/integration/concurrency", modulePath + "/integration/rdmafaults"},
 		needRace: []string{modulePath + "/integration/concurrency"},
 	}
-	jobs := planVMJobs([]string{"6.1", "6.12"}, pkgs)
+	jobs, left := planVMJobs([]string{"6.1", "6.12"}, pkgs, true)
+	if len(left) != 0 {
+		t.Errorf("left out %q, want nothing (no package names kernels)", left)
+	}
 	got := map[string]bool{}
 	for _, j := range jobs {
 		got[fmt.Sprintf("%s %s race=%v run=%s", j.kernel, shortPkg(j.pkg), j.race, j.run)] = true
@@ -46,5 +52,74 @@ func TestPlanVMJobs(t *testing.T) {
 	}
 	if jobs[0].kernel != "6.1" || jobs[0].pkg != modulePath+"/integration" || jobs[0].race {
 		t.Errorf("first job %+v, want package integration on 6.1 (the longest)", jobs[0])
+	}
+}
+
+func TestPlanVMJobsKernelList(t *testing.T) {
+	defer func(run, raceRun string, race bool) { *flagRun, *flagRaceRun, *flagRace = run, raceRun, race }(*flagRun, *flagRaceRun, *flagRace)
+	*flagRun, *flagRaceRun, *flagRace = "", "", true
+	pkgs := integrationPkgs{
+		plain:    []string{modulePath + "/integration", modulePath + "/integration/reliability"},
+		race:     []string{modulePath + "/integration/concurrency"},
+		needRace: []string{modulePath + "/integration/concurrency"},
+		kernels: map[string][]string{
+			modulePath + "/integration/reliability": {"6.1", "6.12"},
+			modulePath + "/integration/concurrency": {"6.12"},
+		},
+	}
+	kernels := []string{"6.1", "6.12", "sid"}
+	jobs, left := planVMJobs(kernels, pkgs, true)
+	var got []string
+	for _, j := range jobs {
+		got = append(got, fmt.Sprintf("%s %s", j.kernel, shortPkg(j.pkg)))
+	}
+	want := []string{"6.1 ./integration", "6.1 ./integration/reliability", "6.12 ./integration", "6.12 ./integration/reliability", "6.12 ./integration/concurrency", "sid ./integration"}
+	if !sameSet(got, want) {
+		t.Errorf("default kernel list: jobs %q, want %q", got, want)
+	}
+	if wantLeft := []string{"./integration/concurrency on 6.1", "./integration/reliability on sid", "./integration/concurrency on sid"}; !sameSet(left, wantLeft) {
+		t.Errorf("left out %q, want %q", left, wantLeft)
+	}
+	// Kernels named on the command line run every package.
+	jobs, left = planVMJobs(kernels, pkgs, false)
+	if len(jobs) != 9 || len(left) != 0 {
+		t.Errorf("chosen kernels: %d jobs, left out %q; want all 9 and none left out", len(jobs), left)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, s := range a {
+		seen[s]++
+	}
+	for _, s := range b {
+		if seen[s] == 0 {
+			return false
+		}
+		seen[s]--
+	}
+	return true
+}
+
+func TestReadPkgConfig(t *testing.T) {
+	dir := t.TempDir()
+	if cfg, err := readPkgConfig(dir); err != nil || cfg.Race || cfg.Kernels != nil {
+		t.Errorf("no rdsvm.json: %+v, %v; want the zero config", cfg, err)
+	}
+	write := func(s string) {
+		if err := os.WriteFile(filepath.Join(dir, "rdsvm.json"), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"race": true, "kernels": ["6.1", "6.12"], "vms": 2}`)
+	if cfg, err := readPkgConfig(dir); err != nil || !cfg.Race || !sameSet(cfg.Kernels, []string{"6.1", "6.12"}) {
+		t.Errorf("race and kernels: %+v, %v", cfg, err)
+	}
+	write(`{"kernels": ["6.1", "7.2"]}`)
+	if _, err := readPkgConfig(dir); err == nil || !strings.Contains(err.Error(), `"7.2"`) {
+		t.Errorf("unknown kernel: %v, want an error naming it", err)
 	}
 }

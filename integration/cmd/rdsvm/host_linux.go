@@ -63,6 +63,10 @@ type pkgConfig struct {
 	// rdstest builds them with -race, and rdsvm refuses a test binary
 	// built without it, so a run by hand cannot quietly lose the checks.
 	Race bool `json:"race"`
+	// Kernels, if set, are the kernels (rdstest's aliases: 6.1, 6.12,
+	// sid) that rdstest runs the package on when its kernel list is the
+	// default. rdsvm itself runs the package on any kernel it is given.
+	Kernels []string `json:"kernels"`
 }
 
 const defaultTimeout = 15 * time.Minute
