@@ -56,7 +56,7 @@ func exitCode(err error) int {
 }
 
 // TestRdscatStressListenerRunsUntilInterrupted: "rdscat stress -listen"
-// alone, without -duration, serves one sender run of 8 s (longer than
+// alone, without -duration, serves one sender run of 6 s (longer than
 // -duration's default of 5 s, which once stopped it) with every request
 // answered, then a second run, and exits 0 with both runs counted only
 // when interrupted. With an explicit -duration a receiver alone stops by
@@ -80,7 +80,7 @@ func TestRdscatStressListenerRunsUntilInterrupted(t *testing.T) {
 	waitFile(t, ready, 30*time.Second)
 
 	var sent uint64
-	for i, d := range []string{"8s", "2s"} {
+	for i, d := range []string{"6s", "2s"} {
 		send := rdscatCmd(t, "stress", "-to", addr, "-from", vmtest.TCPLocal4.String(), "-tasks", "2", "-depth", "4", "-duration", d, "-json")
 		var sout, serr bytes.Buffer
 		send.Stdout, send.Stderr = &sout, &serr
@@ -121,9 +121,9 @@ func TestRdscatStressListenerRunsUntilInterrupted(t *testing.T) {
 		t.Fatalf("receiver after two runs of %d requests in all: %s", sent, rout.String())
 	}
 	// The old receiver stopped after the 5 s default -duration; this one
-	// was still up after both sender runs, the first of them 8 s long.
-	if alive < 8*time.Second {
-		t.Errorf("receiver was up only %v before SIGINT, want at least the first run's 8 s", alive)
+	// was still up after both sender runs, the first of them 6 s long.
+	if alive < 6*time.Second {
+		t.Errorf("receiver was up only %v before SIGINT, want at least the first run's 6 s", alive)
 	}
 	t.Logf("receiver without -duration ran %.1f s until SIGINT, counted %d of %d requests over 2 runs, 4 tasks finished", alive.Seconds(), rr.Received, sent)
 

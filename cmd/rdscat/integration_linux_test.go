@@ -540,7 +540,7 @@ func TestRdscatLiveLines(t *testing.T) {
 	t.Logf("%d live lines, e.g. %q", len(live), live[1].text)
 
 	// Not a terminal: a pipe.
-	short := []string{"stress", "-listen", "127.0.0.1:4851", "-to", "127.0.0.1:4851", "-duration", "2500ms"}
+	short := []string{"stress", "-listen", "127.0.0.1:4851", "-to", "127.0.0.1:4851", "-duration", "1500ms"}
 	out, err := rdscatCmd(t, short...).Output()
 	if err != nil {
 		t.Fatalf("%v: %v", short, err)
@@ -555,7 +555,7 @@ func TestRdscatLiveLines(t *testing.T) {
 	}
 	// A terminal, but -q, or -json.
 	for i, extra := range []string{"-q", "-json"} {
-		a := []string{"stress", "-listen", fmt.Sprintf("127.0.0.1:%d", 4852+i), "-to", fmt.Sprintf("127.0.0.1:%d", 4852+i), "-duration", "2500ms", extra}
+		a := []string{"stress", "-listen", fmt.Sprintf("127.0.0.1:%d", 4852+i), "-to", fmt.Sprintf("127.0.0.1:%d", 4852+i), "-duration", "1500ms", extra}
 		var text strings.Builder
 		for _, l := range runOnPTY(t, a...) {
 			if anyLiveRE.MatchString(l.text) {
