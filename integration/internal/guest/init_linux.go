@@ -238,7 +238,7 @@ func poweroff() {
 
 // patchOnceKeys makes the kernel run its one-time network initializations
 // (the secrets behind TCP sequence numbers and the connection hash tables,
-// each behind a static key that is patched into the kernel text on first
+// RDS's among them (warmRDS), each behind a static key that is patched into the kernel text on first
 // use) before the test starts. Under TCG a vCPU now and then executes the
 // breakpoint that such patching plants for a moment, and the kernel dies
 // of an int3 oops (seen in an RDS/TCP connect worker at
@@ -285,6 +285,38 @@ func patchOnceKeys() {
 			c.Close()
 		}
 	}
+	warmRDS()
 	// The key is switched off by a work item after the first use.
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+}
+
+// warmRDSAddr is the loopback address of warmRDS's socket: no test uses
+// it, so its loopback connection, which outlives the socket, is in no
+// test's way.
+var warmRDSAddr = [4]byte{127, 0, 0, 9}
+
+// warmRDS runs RDS's own one-time keys: the bind hash secret (rds_bind)
+// and the connection hash secrets (__rds_conn_create), by binding a
+// socket and sending one message to itself. On 6.12 a test's first binds
+// once met the bind key's patch: int3 oops in rds_bind (CI, November
+// 2026).
+func warmRDS() {
+	fd, err := unix.Socket(unix.AF_RDS, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		logf("warming rds: socket: %v", err)
+		return
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: warmRDSAddr}); err != nil {
+		logf("warming rds: bind: %v", err)
+		return
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		logf("warming rds: getsockname: %v", err)
+		return
+	}
+	if err := unix.Sendto(fd, []byte{0}, 0, sa); err != nil {
+		logf("warming rds: send to itself: %v", err)
+	}
 }
