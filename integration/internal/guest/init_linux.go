@@ -238,8 +238,8 @@ func poweroff() {
 
 // patchOnceKeys makes the kernel run its one-time network initializations
 // (the secrets behind TCP sequence numbers and the connection hash tables,
-// RDS's among them (warmRDS), each behind a static key that is patched into the kernel text on first
-// use) before the test starts. Under TCG a vCPU now and then executes the
+// RDS's among them (warmRDS), each behind a static key that is patched
+// into the kernel text on first use) before the test starts. Under TCG a vCPU now and then executes the
 // breakpoint that such patching plants for a moment, and the kernel dies
 // of an int3 oops (seen in an RDS/TCP connect worker at
 // secure_tcp_seq_and_ts_off, on 6.12). A crash here, before the ready
@@ -252,8 +252,8 @@ func poweroff() {
 // again after the last one closes, so every test that sets SO_TIMESTAMP
 // patched the text twice while traffic flowed; one such patch killed a
 // 6.12 guest in __netif_receive_skb_core during an RDS/TCP send (a local
-// CI run, November 2026). Init keeps a socket with SO_TIMESTAMP open for the VM's life, so
-// the key is switched on once, here, and never off.
+// CI run, November 2026). Init keeps a socket with SO_TIMESTAMP open for
+// the VM's life, so the key is switched on once, here, and never off.
 func patchOnceKeys() {
 	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
 		logf("timestamp key: socket: %v", err)
