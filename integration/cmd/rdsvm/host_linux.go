@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"debug/buildinfo"
 	"encoding/json"
 	"errors"
@@ -153,6 +154,10 @@ func runHost(testBin string, args []string) (int, error) {
 		Args:    args,
 		Env:     passEnv(),
 		VMs:     cfg.VMs,
+		Seed:    make([]byte, 64),
+	}
+	if _, err := rand.Read(gcfg.Seed); err != nil {
+		return 1, fmt.Errorf("random seed for the guest: %w", err)
 	}
 	if err := buildInitramfs(initrd, self, testBin, k, gcfg); err != nil {
 		return 1, fmt.Errorf("build initramfs: %w", err)

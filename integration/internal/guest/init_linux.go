@@ -8,6 +8,7 @@
 package guest
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -73,6 +75,8 @@ func run(status *os.File) error {
 	_ = os.WriteFile("/proc/sys/kernel/printk", []byte("5 4 1 7"), 0)
 	// A kernel oops must not leave a half-dead VM running until the timeout.
 	_ = os.WriteFile("/proc/sys/kernel/panic_on_oops", []byte("1"), 0)
+
+	seedRandom(cfg.Seed)
 
 	topo, err := newTopology(cfg.VMs, role)
 	if err != nil {
@@ -318,5 +322,45 @@ func warmRDS() {
 	}
 	if err := unix.Sendto(fd, []byte{0}, 0, sa); err != nil {
 		logf("warming rds: send to itself: %v", err)
+	}
+}
+
+// seedRandom credits seed (from the host) to the kernel's entropy pool and
+// waits until the kernel's random number generator is ready. Without a
+// hardware source the guest kernel became ready only about 9 s into its
+// boot, and the static key that says so (crng_is_ready) was patched into
+// its text at that moment, under TCG once while an RDS/IB connect worker
+// ran get_random_u32 on the other vCPU: int3 oops (6.12, CI, November
+// 2026). Seeded here, the switch happens during init, before the test.
+func seedRandom(seed []byte) {
+	if len(seed) == 0 {
+		logf("no random seed from the host")
+		return
+	}
+	f, err := os.OpenFile("/dev/random", os.O_WRONLY, 0)
+	if err != nil {
+		logf("random seed: %v", err)
+		return
+	}
+	defer f.Close()
+	// struct rand_pool_info: entropy_count (bits), buf_size (bytes), buf.
+	info := make([]byte, 8+len(seed))
+	binary.NativeEndian.PutUint32(info[0:], uint32(8*len(seed)))
+	binary.NativeEndian.PutUint32(info[4:], uint32(len(seed)))
+	copy(info[8:], seed)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), unix.RNDADDENTROPY, uintptr(unsafe.Pointer(&info[0]))); e != 0 {
+		logf("random seed: RNDADDENTROPY: %v", e)
+		return
+	}
+	var b [1]byte
+	for deadline := time.Now().Add(2 * time.Second); ; {
+		if _, err := unix.Getrandom(b[:], unix.GRND_NONBLOCK); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			logf("random seed: the kernel's generator is not ready 2 s after seeding")
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

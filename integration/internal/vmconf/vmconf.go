@@ -55,6 +55,9 @@ type Config struct {
 	Env []string `json:"env"`
 	// VMs is 1 for the one-VM topology, 2 for the two-VM one.
 	VMs int `json:"vms"`
+	// Seed is random bytes from the host that init credits to the
+	// guest kernel's entropy pool at boot (see guest.seedRandom).
+	Seed []byte `json:"seed"`
 }
 
 // Read loads the guest configuration.
