@@ -762,6 +762,25 @@ func queuedFrom(t testing.TB, senders []*sender) int {
 	return n
 }
 
+// unreadAt counts the messages waiting on the receivers' sockets
+// (RDS_INFO_RECV_MESSAGES of each receiver's namespace).
+func unreadAt(t testing.TB, receivers []*rdssock.Conn) int {
+	t.Helper()
+	n := 0
+	for _, c := range receivers {
+		msgs, err := c.Messages(rdssock.ReceiveQueue)
+		if err != nil {
+			t.Fatalf("%v: %v", rdssock.ReceiveQueue, err)
+		}
+		for _, m := range msgs {
+			if m.Local.Addr().Unmap() == c.LocalAddrPort().Addr() && m.Local.Port() == c.LocalAddrPort().Port() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // gotLast reports whether tr saw each sender's last accepted message.
 func gotLast(tr *tracker, senders []*sender) bool {
 	tr.mu.Lock()
