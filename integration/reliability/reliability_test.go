@@ -600,9 +600,10 @@ func (f *flow) run(drain time.Duration) (result, time.Duration) {
 	}
 	// Wait for the rest; once no sender has anything left on a send or
 	// retransmit queue, and no receiver on its receive queue, for a whole
-	// second, nothing more can come. (A receiver slowed by a loaded host
-	// once still held 61 messages when the senders' queues had been empty
-	// for a second, and they counted as lost.)
+	// second, nothing more can come. (Once, on a loaded host, 61 messages
+	// of a flow counted as lost after the senders' queues had been empty
+	// for a second, while the kernel's counters showed messages queued to
+	// sockets and not yet read; the receive queues were not looked at.)
 	deadline := time.Now().Add(drain)
 	var idleSince time.Time
 	for f.tr.unique() < accepted && time.Now().Before(deadline) {
