@@ -747,17 +747,7 @@ func queuedFrom(t testing.TB, senders []*sender) int {
 	// tables list only that namespace's connections) and counts its own
 	// messages there: senders in both namespaces are all seen, each once.
 	for _, s := range senders {
-		for _, tb := range []rdssock.MessageQueue{rdssock.SendQueue, rdssock.RetransmitQueue} {
-			msgs, err := s.c.Messages(tb)
-			if err != nil {
-				t.Fatalf("%v: %v", tb, err)
-			}
-			for _, m := range msgs {
-				if m.Local.Addr().Unmap() == s.c.LocalAddrPort().Addr() && m.Local.Port() == s.c.LocalAddrPort().Port() {
-					n++
-				}
-			}
-		}
+		n += ownQueued(t, s.c, rdssock.SendQueue, rdssock.RetransmitQueue)
 	}
 	return n
 }
@@ -768,9 +758,21 @@ func unreadAt(t testing.TB, receivers []*rdssock.Conn) int {
 	t.Helper()
 	n := 0
 	for _, c := range receivers {
-		msgs, err := c.Messages(rdssock.ReceiveQueue)
+		n += ownQueued(t, c, rdssock.ReceiveQueue)
+	}
+	return n
+}
+
+// ownQueued counts the messages of c's own address and port in the
+// queues qs of c's network namespace (queuedAt reads one port's receive
+// queue through a socket of its own).
+func ownQueued(t testing.TB, c *rdssock.Conn, qs ...rdssock.MessageQueue) int {
+	t.Helper()
+	n := 0
+	for _, q := range qs {
+		msgs, err := c.Messages(q)
 		if err != nil {
-			t.Fatalf("%v: %v", rdssock.ReceiveQueue, err)
+			t.Fatalf("%v: %v", q, err)
 		}
 		for _, m := range msgs {
 			if m.Local.Addr().Unmap() == c.LocalAddrPort().Addr() && m.Local.Port() == c.LocalAddrPort().Port() {
