@@ -14,7 +14,10 @@
 //	rdmawrite -role passive -local 10.0.0.1:4000 -peer 10.0.0.2:4000
 //	rdmawrite -role active -local 10.0.0.2:4000 -peer 10.0.0.1:4000 -op write -depth 16
 //
-// Each side prints one RESULT line.
+// Each side prints one RESULT line. -duration issues operations for a
+// time instead of a count; -verify=false on both sides leaves the data
+// unchecked and the acknowledgements out, so that what remains is the
+// API's own work (rdsbench measures it so against C).
 //
 // It survives the loss of its RDS/IB connection: the passive side drops
 // its key and registers again, the active side lets its operations in
@@ -53,6 +56,8 @@ type config struct {
 	op          string
 	depth, size int
 	ops         int
+	duration    time.Duration
+	verify      bool
 	timeout     time.Duration
 }
 
@@ -67,6 +72,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.depth, "depth", 16, "operations in flight")
 	fs.IntVar(&cfg.size, "size", 4096, "bytes per operation")
 	fs.IntVar(&cfg.ops, "ops", 10000, "operations to issue")
+	fs.DurationVar(&cfg.duration, "duration", 0, "issue operations for this long instead of -ops (active side)")
+	fs.BoolVar(&cfg.verify, "verify", true, "check the data of every operation; false on both sides leaves the data alone and the passive side acknowledges nothing, which measures the API without the checks")
 	fs.DurationVar(&cfg.timeout, "timeout", time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,8 +88,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if cfg.op != "write" && cfg.op != "read" {
 		return fmt.Errorf("-op %q: want write or read", cfg.op)
 	}
-	if cfg.depth < 1 || cfg.size < 16 || cfg.ops < 1 || slots(&cfg)*cfg.size > rdmaops.MaxTransfer {
-		return fmt.Errorf("-depth %d, -size %d, -ops %d: want depth >= 1, size >= 16, ops >= 1, 4*depth*size <= %d", cfg.depth, cfg.size, cfg.ops, rdmaops.MaxTransfer)
+	if cfg.depth < 1 || cfg.size < 16 || cfg.ops < 1 || cfg.duration < 0 || slots(&cfg)*cfg.size > rdmaops.MaxTransfer {
+		return fmt.Errorf("-depth %d, -size %d, -ops %d, -duration %v: want depth >= 1, size >= 16, ops >= 1, duration >= 0, 4*depth*size <= %d", cfg.depth, cfg.size, cfg.ops, cfg.duration, rdmaops.MaxTransfer)
+	}
+	if cfg.duration >= cfg.timeout {
+		return fmt.Errorf("-duration %v: want it shorter than -timeout %v", cfg.duration, cfg.timeout)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	defer cancel()
@@ -279,6 +289,9 @@ func passive(ctx context.Context, open func() (*rdmaops.Conn, error), cfg *confi
 				continue
 			}
 			next++
+			if !cfg.verify {
+				continue
+			}
 			if cfg.op == "write" {
 				// The WRITE's data is in place before its immediate
 				// data arrives, and the slot is not written again
@@ -381,9 +394,15 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 			ops[i].Flags = cmsg.FlagFence
 		}
 	}
-	var retried, recoveries uint64
-	ok := make([]bool, cfg.ops)
-	failedFrom := uint64(cfg.ops) // the first operation that failed
+	// limit is the number of operations; with -duration it is set when
+	// the time is up, to the operations issued by then.
+	limit := uint64(cfg.ops)
+	if cfg.duration > 0 {
+		limit = noneFailed
+	}
+	var retried, recoveries, issued uint64
+	var ok []bool            // by operation: it succeeded
+	failedFrom := noneFailed // the first operation that failed
 	buf := make([]byte, 64)
 	// finish waits for the operation in slot i and checks it.
 	finish := func(i int) error {
@@ -397,7 +416,7 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 			failedFrom = min(failedFrom, seqs[i])
 			return nil
 		}
-		if cfg.op == "read" {
+		if cfg.op == "read" && cfg.verify {
 			rs := int(seqs[i] % uint64(slots(cfg)))
 			b := spans[i].Bytes()
 			for j := range b {
@@ -410,16 +429,23 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 		return nil
 	}
 	start := time.Now()
+	end := start.Add(cfg.duration)
 	seq := uint64(0)
 	for {
 	issue:
-		for seq < uint64(cfg.ops) && failedFrom == uint64(cfg.ops) && !peer.stale {
+		for seq < limit && failedFrom == noneFailed && !peer.stale {
+			if limit == noneFailed && !time.Now().Before(end) {
+				// -duration is up: finish what was issued (after a
+				// recovery, issue again up to the last one).
+				limit = uint64(len(ok))
+				continue
+			}
 			i := int(seq % uint64(cfg.depth))
 			if busy[i] {
 				if err := finish(i); err != nil {
 					return err
 				}
-				if failedFrom != uint64(cfg.ops) {
+				if failedFrom != noneFailed {
 					break
 				}
 			}
@@ -427,7 +453,7 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 			// the operation that used it before. Its acknowledgements
 			// are ordinary messages: ReadMsg returns them, also those
 			// that arrived while Wait was reading the socket.
-			for seq >= peer.acked+uint64(slots(cfg)) {
+			for cfg.verify && seq >= peer.acked+uint64(slots(cfg)) {
 				m, err := c.ReadMsg(ctx, buf, nil)
 				if err != nil {
 					return fmt.Errorf("waiting for an acknowledgement: %w", err)
@@ -443,19 +469,25 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 			op := &ops[i]
 			op.Remote = peer.cookie
 			op.RemoteOffset = rs * uint64(cfg.size)
-			if op.Write {
+			switch {
+			case !cfg.verify:
+			case op.Write:
 				fillWrite(spans[i].Bytes(), seq)
-			} else {
+			default:
 				clear(spans[i].Bytes())
 			}
 			binary.LittleEndian.PutUint64(imm[i][:], seq)
 			binary.LittleEndian.PutUint64(imm[i][8:], rs)
 			seqs[i] = seq
+			if seq == uint64(len(ok)) {
+				ok = append(ok, false)
+			}
 			toks[i], err = c.Do(ctx, cfg.peer, op)
 			if err != nil {
 				return fmt.Errorf("operation %d: %w", seq, err)
 			}
 			busy[i] = true
+			issued++
 			seq++
 		}
 		// Let every operation in flight finish: a lost connection
@@ -467,12 +499,15 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 				}
 			}
 		}
-		if failedFrom == uint64(cfg.ops) && !peer.stale {
+		if failedFrom == noneFailed && !peer.stale {
+			if limit == noneFailed {
+				limit = uint64(len(ok)) // -duration ended during the wait
+			}
 			break
 		}
 		// Go back to the first operation that failed, with a new key.
 		seq = min(seq, failedFrom)
-		failedFrom = uint64(cfg.ops)
+		failedFrom = noneFailed
 		recoveries++
 		peer.epoch++
 		if err := hello(ctx, c, cfg, &peer); err != nil {
@@ -480,22 +515,30 @@ func active(ctx context.Context, c *rdmaops.Conn, cfg *config, out io.Writer) er
 		}
 	}
 	secs := time.Since(start).Seconds()
-	var verified uint64
+	var succeeded uint64
 	for _, v := range ok {
 		if v {
-			verified++
+			succeeded++
 		}
 	}
-	if err := goodbye(ctx, c, cfg); err != nil {
+	verified := succeeded // checked as they completed
+	if !cfg.verify {
+		verified = 0
+	}
+	if err := goodbye(ctx, c, cfg, limit); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "RESULT role=active op=%s depth=%d size=%d ops=%d secs=%.3f rate=%.1f failed=%d verified=%d retried=%d recoveries=%d\n",
-		cfg.op, cfg.depth, cfg.size, cfg.ops, secs, float64(cfg.ops)/secs, uint64(cfg.ops)-verified, verified, retried, recoveries)
-	if verified != uint64(cfg.ops) {
-		return fmt.Errorf("%d of %d operations failed", uint64(cfg.ops)-verified, cfg.ops)
+	fmt.Fprintf(out, "RESULT role=active op=%s depth=%d size=%d ops=%d secs=%.3f rate=%.1f failed=%d verified=%d retried=%d recoveries=%d issued=%d\n",
+		cfg.op, cfg.depth, cfg.size, limit, secs, float64(limit)/secs, limit-succeeded, verified, retried, recoveries, issued)
+	if succeeded != limit {
+		return fmt.Errorf("%d of %d operations failed", limit-succeeded, limit)
 	}
 	return nil
 }
+
+// noneFailed is failedFrom while no operation has failed, and the limit
+// of a run with -duration until the time is up.
+const noneFailed = ^uint64(0)
 
 // hello says "hello E" (E = peer.epoch, 1 the first time) to the passive
 // side until its key for that epoch arrives.
@@ -535,11 +578,12 @@ func hello(ctx context.Context, c *rdmaops.Conn, cfg *config, peer *peerState) e
 	}
 }
 
-// goodbye says "done N" until the passive side answers "bye".
-func goodbye(ctx context.Context, c *rdmaops.Conn, cfg *config) error {
+// goodbye says "done N" for n operations until the passive side answers
+// "bye".
+func goodbye(ctx context.Context, c *rdmaops.Conn, cfg *config, n uint64) error {
 	buf := make([]byte, 64)
 	for {
-		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", cfg.ops), nil, cfg.peer, 0); err != nil {
+		if _, err := c.Socket().WriteMsgContext(ctx, fmt.Appendf(nil, "done %d", n), nil, cfg.peer, 0); err != nil {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, quiet)

@@ -31,12 +31,12 @@ func ports() (passive, active netip.AddrPort) {
 	return netip.AddrPortFrom(vmtest.IBAddr1, uint16(nextPort)), netip.AddrPortFrom(vmtest.IBAddr2, uint16(nextPort+1))
 }
 
-// runBoth runs the program's two roles over Soft-RoCE and returns their
-// RESULT lines.
-func runBoth(t testing.TB, op string, depth, ops int) (passiveOut, activeOut string) {
+// runBoth runs the program's two roles over Soft-RoCE, both with the
+// flags extra, and returns their RESULT lines.
+func runBoth(t testing.TB, op string, depth, ops int, extra ...string) (passiveOut, activeOut string) {
 	t.Helper()
 	p, a := ports()
-	common := []string{"-op", op, "-depth", strconv.Itoa(depth), "-size", "4096", "-ops", strconv.Itoa(ops), "-timeout", "3m"}
+	common := append([]string{"-op", op, "-depth", strconv.Itoa(depth), "-size", "4096", "-ops", strconv.Itoa(ops), "-timeout", "3m"}, extra...)
 	var pout, aout bytes.Buffer
 	var perr, aerr error
 	var wg sync.WaitGroup
@@ -87,6 +87,35 @@ func TestIntegrationExample(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestIntegrationExampleForATime runs both roles the way rdsbench does:
+// for a time (-duration) instead of a count, and with -verify=false. The
+// run must last about that long, and the passive side must have the
+// immediate data of every operation the active side counted, with none
+// checked.
+func TestIntegrationExampleForATime(t *testing.T) {
+	vmtest.Require(t)
+	for _, op := range []string{"write", "read"} {
+		t.Run(op, func(t *testing.T) {
+			const d = 1500 * time.Millisecond
+			start := time.Now()
+			pl, al := runBoth(t, op, 4, 1, "-duration", d.String(), "-verify=false")
+			took := time.Since(start)
+			t.Log(al)
+			t.Log(pl)
+			n := field(t, al, "ops")
+			if n < 10 || field(t, al, "failed") != 0 || field(t, al, "verified") != 0 || field(t, al, "issued") != n {
+				t.Errorf("active side: %s; want at least 10 operations, none failed or checked, each issued once", al)
+			}
+			if field(t, pl, "immediate") != n || field(t, pl, "ops") != n || field(t, pl, "verified") != 0 || field(t, pl, "bad") != 0 {
+				t.Errorf("passive side: %s; want the immediate data of all %v operations, none checked", pl, n)
+			}
+			if secs := field(t, al, "secs"); secs < d.Seconds() || took < d {
+				t.Errorf("the active side issued for %vs (the run took %v); want at least -duration %v", secs, took, d)
+			}
+		})
 	}
 }
 
