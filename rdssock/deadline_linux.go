@@ -56,6 +56,13 @@ type deadlineMux struct {
 	watched   <-chan struct{} // the Done channel watched by stopWatch's registration
 	stopWatch func() bool
 	watchers  int // waiters relying on that registration
+	// lastDone is the Done channel of the latest waiter's context. Only
+	// a context seen again gets the standing registration: a context
+	// made for one call (context.WithTimeout around each read) is
+	// canceled right after it, which runs a registration that outlived
+	// the call in a goroutine of its own, and a goroutine per call costs
+	// thread wake-ups; the call's own registration is stopped instead.
+	lastDone <-chan struct{}
 
 	// Waits with the watched context may also rely on the standing
 	// registration without the lock (waitContext): watchedID is the
@@ -164,7 +171,7 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context, done <-chan struct{
 	switch {
 	case w.doneCh == m.watched:
 		w.standing = true
-	case m.watchers == 0 && m.unwatch():
+	case m.watchers == 0 && w.doneCh == m.lastDone && m.unwatch():
 		done := w.doneCh
 		m.watched = done
 		m.stopWatch = context.AfterFunc(ctx, func() { m.ended(done) })
@@ -177,6 +184,7 @@ func (m *deadlineMux) add(w *ctxWaiter, ctx context.Context, done <-chan struct{
 		gen := w.gen
 		w.stop = context.AfterFunc(ctx, func() { m.end(w, gen) })
 	}
+	m.lastDone = w.doneCh
 	if w.standing {
 		m.watchers++
 		// The watched context may have ended, and its registration run,

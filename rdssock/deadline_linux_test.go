@@ -322,11 +322,24 @@ func TestLocklessContextWait(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The first wait with ctx registers and makes the mux watch ctx.
+	// The first wait with ctx registers for its call only: a context
+	// made for one call is canceled after it, which a registration left
+	// standing would run in a goroutine of its own.
 	got := read(ctx)
 	waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
 	send("one")
 	expect(got, "one", nil)
+	if mux.watchedID.Load() != 0 {
+		t.Fatal("the mux watches a context after its first call")
+	}
+	// The second registers and makes the mux watch ctx.
+	got = read(ctx)
+	waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
+	send("one more")
+	expect(got, "one more", nil)
+	if mux.watchedID.Load() != chanID(ctx.Done()) {
+		t.Fatal("the mux does not watch a context after its second call")
+	}
 	// The next one relies on the watch.
 	got = read(ctx)
 	waitFor(t, "a lockless wait", func() bool { l, _ := state(); return l == 1 })
@@ -350,15 +363,17 @@ func TestLocklessContextWait(t *testing.T) {
 	send("two")
 	expect(gotOther, "two", nil)
 
-	// A context with a deadline is watched the same way: its first wait
-	// registers, the next takes no lock and withdraws the deadline the
-	// first one left, and the context's deadline passing wakes it.
+	// A context with a deadline is watched the same way: its first two
+	// waits register, the next takes no lock and withdraws the deadline
+	// the second one left, and the context's deadline passing wakes it.
 	timed, cancelTimed := context.WithTimeout(context.Background(), time.Second)
 	defer cancelTimed()
-	got = read(timed)
-	waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
-	send("three")
-	expect(got, "three", nil)
+	for _, msg := range []string{"three", "three more"} {
+		got = read(timed)
+		waitFor(t, "a registered wait", func() bool { _, w := state(); return w == 1 })
+		send(msg)
+		expect(got, msg, nil)
+	}
 	got = read(timed)
 	// It counts itself before it withdraws the deadline.
 	waitFor(t, "a lockless wait with no deadline applied", func() bool {
@@ -403,10 +418,15 @@ func TestWatchedContextEndsDuringAProbe(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := read(ctx) // registers and makes the mux watch ctx
-	waitFor(t, "a registered wait", registered)
-	send("one")
-	expectRead(t, "read with the watched context", got, "one", nil)
+	for _, msg := range []string{"one", "one more"} {
+		got := read(ctx) // registers; the second makes the mux watch ctx
+		waitFor(t, "a registered wait", registered)
+		send(msg)
+		expectRead(t, "read with the watched context", got, msg, nil)
+	}
+	if mux.watchedID.Load() != chanID(ctx.Done()) {
+		t.Fatal("the mux does not watch a context after its second call")
+	}
 
 	mux.lockless.Add(1) // a check in progress, by a wait with another context
 	cancel()
@@ -425,7 +445,7 @@ func TestWatchedContextEndsDuringAProbe(t *testing.T) {
 
 	other, cancelOther := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelOther()
-	got = read(other)
+	got := read(other)
 	waitFor(t, "a registered wait with another context", registered)
 	send("two")
 	expectRead(t, "read with another context", got, "two", nil)

@@ -149,11 +149,12 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort, batch
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for i, msg := range []string{"three", "four"} {
+	for i, msg := range []string{"three", "four", "five"} {
 		got = read(ctx)
-		if i == 0 {
-			// The first wait with ctx registers it with the read
-			// deadline's mux, in the shared way.
+		if i < 2 {
+			// The first two waits with ctx register it with the read
+			// deadline's mux, in the shared way (the second makes the
+			// mux watch ctx).
 			time.Sleep(20 * time.Millisecond)
 		} else {
 			blocked() // a lockless wait
