@@ -225,13 +225,33 @@ func passive(ctx context.Context, open func() (*rdmaops.Conn, error), cfg *confi
 		_, err := c.Socket().WriteMsgContext(ctx, b, nil, cfg.peer, 0)
 		return err
 	}
+	// One context bounds the reads of a whole second, not one per read: a
+	// context with a timeout costs a timer and a few allocations, more
+	// than the read. A second in which nothing came is quiet.
+	var second struct {
+		ctx    context.Context
+		cancel context.CancelFunc
+		heard  bool // a message came in it
+	}
+	defer func() {
+		if second.cancel != nil {
+			second.cancel()
+		}
+	}()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, quiet)
-		m, err := c.ReadMsg(rctx, buf, nil)
-		cancel()
+		if second.ctx == nil {
+			second.ctx, second.cancel = context.WithTimeout(ctx, quiet)
+			second.heard = false
+		}
+		m, err := c.ReadMsg(second.ctx, buf, nil)
 		if err != nil {
 			if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 				return err
+			}
+			second.cancel()
+			second.ctx = nil
+			if second.heard {
+				continue // not a quiet second
 			}
 			if mr != nil && !connUp(c, cfg) {
 				// Lost contact: only closing the socket lets the
@@ -251,6 +271,7 @@ func passive(ctx context.Context, open func() (*rdmaops.Conn, error), cfg *confi
 			}
 			continue
 		}
+		second.heard = true
 		if m.From != cfg.peer {
 			continue
 		}
