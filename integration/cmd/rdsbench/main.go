@@ -8,11 +8,12 @@
 // On the host it compiles the C baselines
 // (integration/internal/bench/cbaseline/rdsbench.c and rdsstress.c, with gcc
 // -O2 -static; as root it installs gcc and libc6-dev when missing), builds
-// itself, rdscat and rdsvm as static binaries, and boots the rdsvm VM (see
+// itself, rdscat, examples/rdmawrite and rdsvm as static binaries, and boots the rdsvm VM (see
 // TESTING.md) with the programs. Inside the VM it runs every workload of
 // package bench several times, the C and the Go implementation alternately,
 // then the tool workloads ("The tools as users run them": the rdscat binary
-// against rdsstress-c, two processes each), prints the tables, and hands the
+// against rdsstress-c, two processes each; "The documented RDMA path":
+// examples/rdmawrite against rdsstress-c), prints the tables, and hands the
 // results back to the host, which writes BENCHMARKS.md (never edit that file:
 // run the command again). Every workload also reports the CPU time per
 // message of each process.
@@ -32,7 +33,8 @@
 //	-long 60s       the long receiver run for resident memory (0: skip)
 //	-run ""         only workloads whose name contains one of these comma-separated words;
 //	                tool workloads match with "tools " in front of their name
-//	                ("tools" selects them all, "tools rdma" their RDMA rows)
+//	                ("tools" selects them all, "tools rdma" rdscat's RDMA rows,
+//	                "tools example" those of examples/rdmawrite)
 //	-diag LIST      workloads to run again (3 rounds) with mixed C/Go
 //	                pairings and a raw-syscall Go variant (default: tput loop
 //	                64B, tput tcp 64KiB, rr tcp 64B; "" for none)
@@ -113,7 +115,8 @@ const (
 	cBinary       = "rdsbench-c"
 	stressCBinary = "rdsstress-c"
 	rdscatBinary  = "rdscat"
-	abBinary      = "rdscat-a" // the -ab build in testdata
+	exampleBinary = "rdmawrite" // examples/rdmawrite
+	abBinary      = "rdscat-a"  // the -ab build in testdata
 )
 
 func main() {
@@ -201,15 +204,15 @@ func guest(args []string) int {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
 	}
-	var bins [3]string
-	for i, name := range []string{cBinary, stressCBinary, rdscatBinary} {
+	var bins [4]string
+	for i, name := range []string{cBinary, stressCBinary, rdscatBinary, exampleBinary} {
 		if bins[i], err = filepath.Abs(filepath.Join("testdata", name)); err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
 		}
 	}
 	ws := bench.Select(bench.DefaultWorkloads(), f.run)
-	tools := bench.SelectTools(bench.ToolWorkloads(), f.run)
+	tools := bench.SelectTools(toolWorkloads(&f), f.run)
 	if len(ws) == 0 && len(tools) == 0 {
 		fmt.Fprintf(os.Stderr, "rdsbench: no workload matches -run %q\n", f.run)
 		return 2
@@ -264,7 +267,7 @@ func guest(args []string) int {
 	}
 	rep, err := bench.Run(&bench.Config{
 		CBinary: bins[0], GoBinary: self, GoArgs: []string{"worker"},
-		Tools: tools, StressC: bins[1], Rdscat: bins[2], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir, PerfStat: f.perfStat, PerfSwitches: f.perfSwitches,
+		Tools: tools, StressC: bins[1], Rdscat: bins[2], Example: bins[3], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir, PerfStat: f.perfStat, PerfSwitches: f.perfSwitches,
 		ABRdscat: abBin, EnvA: strings.Fields(f.envA), EnvB: strings.Fields(f.envB),
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
@@ -581,6 +584,7 @@ func host(args []string) int {
 	vm := filepath.Join(work, "rdsvm")
 	for _, b := range []struct{ out, pkg string }{
 		{self, "./integration/cmd/rdsbench"}, {vm, "./integration/cmd/rdsvm"}, {filepath.Join(work, "testdata", rdscatBinary), "./cmd/rdscat"},
+		{filepath.Join(work, "testdata", exampleBinary), "./examples/rdmawrite"},
 	} {
 		logf("building %s", b.pkg)
 		cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
@@ -600,7 +604,7 @@ func host(args []string) int {
 		}
 	}
 	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
-	nt := len(bench.SelectTools(bench.ToolWorkloads(), f.run))
+	nt := len(bench.SelectTools(toolWorkloads(&f), f.run))
 	runs := nw*f.rounds*2 + len(diagnose(f.diag))*3*5
 	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long +
 		time.Duration(nt*f.rounds*2)*(f.warm+f.window+bench.ToolSetupSlack+2*time.Second)
@@ -666,7 +670,7 @@ func host(args []string) int {
 		}
 		logf("wrote %s", *out)
 	}
-	for _, row := range slices.Concat(rep.Rows, rep.ToolRows) {
+	for _, row := range slices.Concat(rep.Rows, rep.ToolRows, rep.ExampleRows) {
 		if row.Verdict() == "failed" {
 			return 1
 		}
@@ -675,6 +679,17 @@ func host(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// toolWorkloads returns the tools rows and, except in A/B mode (which
+// compares rdscat builds, and the example rows run no rdscat), the rows of
+// the documented RDMA path.
+func toolWorkloads(f *runFlags) []bench.ToolWorkload {
+	ws := bench.ToolWorkloads()
+	if !f.abMode() {
+		ws = append(ws, bench.ExampleWorkloads()...)
+	}
+	return ws
 }
 
 func logf(format string, a ...any) {

@@ -36,6 +36,9 @@ type Config struct {
 	Tools   []ToolWorkload
 	StressC string
 	Rdscat  string
+	// Example is the examples/rdmawrite binary, which the Example tool
+	// workloads run in rdscat's place.
+	Example string
 	// ProfileDir, when set, makes every rdscat process of the tools rounds
 	// write a CPU profile there (rdscat stress -cpuprofile), named after
 	// the workload, its port and the side. The profiler costs CPU, so

@@ -138,11 +138,14 @@ type Report struct {
 	// run.
 	ToolRows  []Row
 	ToolSlack time.Duration
-	Allocs    []Alloc
-	RSS       []RSS
-	Diagnoses []Diagnosis
-	Failures  []string
-	Settle    Settle // waits for RDS/TCP to drain before the TCP runs
+	// ExampleRows are the rows of "The documented RDMA path": the tool
+	// workloads with examples/rdmawrite in rdscat's place.
+	ExampleRows []Row
+	Allocs      []Alloc
+	RSS         []RSS
+	Diagnoses   []Diagnosis
+	Failures    []string
+	Settle      Settle // waits for RDS/TCP to drain before the TCP runs
 }
 
 // Settle sums up the waits before RDS/TCP runs until the previous run's
@@ -235,11 +238,13 @@ func table(rows []Row) string {
 // out better: the way to judge a change with -ab, where the medians of the
 // two columns move with the host's load. It is "" when no row has paired
 // rounds.
-func (r *Report) PairTable() string {
+func (r *Report) PairTable() string { return pairTable(r.ToolRows) }
+
+func pairTable(rows []Row) string {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	header := false // sb stays empty until the flush
-	for _, row := range r.ToolRows {
+	for _, row := range rows {
 		if len(row.Pairs) == 0 {
 			continue
 		}
@@ -325,6 +330,14 @@ func (r *Report) Text() string {
 			sb.WriteString(pairs)
 		}
 	}
+	if len(r.ExampleRows) > 0 {
+		sb.WriteString("\nThe documented RDMA path (C: rdsstress-c, Go: examples/rdmawrite):\n")
+		sb.WriteString(table(r.ExampleRows))
+		if pairs := pairTable(r.ExampleRows); pairs != "" {
+			sb.WriteString("\nThe same rounds paired:\n")
+			sb.WriteString(pairs)
+		}
+	}
 	if r.Settle.Runs > 0 {
 		fmt.Fprintf(&sb, "\nRDS/TCP drain: %s\n", r.Settle)
 	}
@@ -398,7 +411,7 @@ func (r *Report) Markdown(m Meta) string {
 	w("| VM | %s, TCG (no KVM), 2 vCPUs, 512 MiB |\n", m.QEMU)
 	w("| Go | %s, `CGO_ENABLED=0` static binaries; rdscat with its profile-guided optimization profile cmd/rdscat/default.pgo, as every `go build` of it |\n", m.Go)
 	csrc := "integration/internal/bench/cbaseline/rdsbench.c"
-	if len(r.ToolRows) > 0 {
+	if len(r.ToolRows) > 0 || len(r.ExampleRows) > 0 {
 		csrc += " and rdsstress.c"
 	}
 	w("| C | %s, `gcc -O2 -static` (%s) |\n", m.CC, csrc)
@@ -421,6 +434,9 @@ func (r *Report) Markdown(m Meta) string {
 	}
 	if len(r.ToolRows) > 0 {
 		r.mdTools(w)
+	}
+	if len(r.ExampleRows) > 0 {
+		r.mdExample(w)
 	}
 
 	if len(r.Allocs) > 0 {
@@ -546,22 +562,34 @@ func (r *Report) mdTools(w func(string, ...any)) {
 	w("The window is the driver's, the same for both tools: it opens %v after the workload's RDS counter (RDS_INFO_COUNTERS) first moves and lasts %v; at both edges the driver reads the counter and the CPU time of both process trees. The rate is requests (`recv_delivered`, requests plus acks, halved), messages (`recv_delivered`) or RDMA operations (`send_rdma`) per second in the window: counted by the kernel, so that each tool's protocol messages (rdscat's RDMA hello and buffer announcements) do not count. Each tool is told to send for %v more than the warm-up and the window, to cover its start; a round whose window ends after that fails, and every round must end with each tool's own accounting complete (exit status 0: every request answered, every message and operation counted by the receiver); for RDMA the kernel's count over the whole run must also equal the operations the tool says it issued. ", r.Warm, r.Window, r.ToolSlack)
 	w("`CPU us/msg` is utime+stime from /proc/PID/stat of the sender's or the receiver's process and its children (the C tasks) over the window, per request, message or operation. Targets: rates at least %.2f of C, CPU per message at most %.2f.\n\n", GoalThroughput.Ratio, GoalCPU.Ratio)
 	w("%s\n", mdTable(r.ToolRows, "C median", "rdscat median"))
-	if pairs := r.mdPairs(); pairs != "" {
+	if pairs := mdPairs(r.ToolRows, "rdscat"); pairs != "" {
 		w("The same rounds paired: each round runs C and rdscat back to back, so its own rdscat/C leaves out the drift of the host's load between rounds that widens the spreads above. The verdicts above stay on the ratio of the medians; this table shows, for each row, the median of the rounds' own ratios, their range, and in how many rounds rdscat did better (a higher rate, less CPU).\n\n")
 		w("%s\n", pairs)
 	}
 }
 
-// mdPairs renders PairTable's rows as a markdown table, or "" when no row
-// has paired rounds.
-func (r *Report) mdPairs() string {
+// mdExample renders "The documented RDMA path".
+func (r *Report) mdExample(w func(string, ...any)) {
+	w("## The documented RDMA path\n\n")
+	w("examples/rdmawrite, the rdmaops package example as a program (written only against the public API as the package documentation teaches it: the active side calls `Do` and `Conn.Wait`, the passive side `Conn.ReadMsg`), against the same C baseline as the `rdma` rows above, run the same way: two processes on the two addresses of the Soft-RoCE link, the same window, counters and checks. ")
+	w("`write` issues RDMA WRITEs with immediate data, `read` RDMA READs whose immediate data follows once the READ is done (fenced), each with a completion notice, D in flight (`qdD`), into (out of) a buffer the passive side registered once. ")
+	w("Both sides of the example run with `-verify=false` and the active side with `-duration`: the program then neither writes nor checks the data and its passive side sends no acknowledgements, as the C baseline does not. Targets as above: rates at least %.2f of C, CPU per operation at most %.2f.\n\n", GoalThroughput.Ratio, GoalCPU.Ratio)
+	w("%s\n", mdTable(r.ExampleRows, "C median", "example median"))
+	if pairs := mdPairs(r.ExampleRows, "example"); pairs != "" {
+		w("The same rounds paired, as above:\n\n%s\n", pairs)
+	}
+}
+
+// mdPairs renders the rows' paired rounds as a markdown table whose Go
+// side is goName, or "" when no row has paired rounds.
+func mdPairs(rows []Row, goName string) string {
 	var sb strings.Builder
-	for _, row := range r.ToolRows {
+	for _, row := range rows {
 		if len(row.Pairs) == 0 {
 			continue
 		}
 		if sb.Len() == 0 {
-			sb.WriteString("| workload | unit | paired rounds | median rdscat/C | lowest | highest | rdscat better in |\n")
+			fmt.Fprintf(&sb, "| workload | unit | paired rounds | median %s/C | lowest | highest | %s better in |\n", goName, goName)
 			sb.WriteString("|---|---|--:|--:|--:|--:|--:|\n")
 		}
 		fmt.Fprintf(&sb, "| %s |\n", strings.Join(row.pairCells(), " | "))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type ToolWorkload struct {
 	Tasks int  // sender sockets (rdscat -tasks; C tasks=, one process per task on each side)
 	Depth int  // requests or RDMA operations in flight per task
 	Size  int  // request (and ack), message or RDMA operation bytes
+	// Example runs examples/rdmawrite in rdscat's place (the section
+	// "The documented RDMA path"): RDMA modes only, one task.
+	Example bool
 }
 
 // ToolWorkloads returns the rows of issue 13: rr with 1 task x depth 1,
@@ -53,6 +57,21 @@ func ToolWorkloads() []ToolWorkload {
 			for _, d := range []int{1, 4, 16} {
 				ws = append(ws, ToolWorkload{Name: fmt.Sprintf("rdma %s ib %s qd%d", mode, sizeName(size), d), Mode: mode, Path: PathIB, Tasks: 1, Depth: d, Size: size})
 			}
+		}
+	}
+	return ws
+}
+
+// ExampleWorkloads returns the rows of "The documented RDMA path" (issue
+// 13): examples/rdmawrite, the rdmaops package example as a program,
+// issuing RDMA WRITEs and READs of 4 KiB with immediate data and a
+// completion notice each, at depth 1 and 16, against the same C baseline
+// as the tools rows.
+func ExampleWorkloads() []ToolWorkload {
+	var ws []ToolWorkload
+	for _, mode := range []ToolMode{ToolWrite, ToolRead} {
+		for _, d := range []int{1, 16} {
+			ws = append(ws, ToolWorkload{Name: fmt.Sprintf("example %s ib %s qd%d", mode, sizeName(4<<10), d), Mode: mode, Path: PathIB, Tasks: 1, Depth: d, Size: 4 << 10, Example: true})
 		}
 	}
 	return ws
@@ -183,6 +202,53 @@ func (w ToolWorkload) RdscatArgs(r toolRun) (receiver, sender []string) {
 		sender = append(sender, "-rdma", string(w.Mode), "-rdma-size", strconv.Itoa(w.Size))
 	}
 	return receiver, sender
+}
+
+// ExampleArgs returns the arguments of examples/rdmawrite's passive and
+// active sides for the RDMA workload w: the active side binds the port
+// after the receiver's (the passive side answers that address) and issues
+// operations for the run's duration, both with -verify=false, so that the
+// program does what the C baseline does: no data written or checked, and
+// no acknowledgements.
+func (w ToolWorkload) ExampleArgs(r toolRun) (passive, active []string) {
+	from := netip.AddrPortFrom(r.Sender, r.Receiver.Port()+1)
+	common := []string{"-op", string(w.Mode), "-depth", strconv.Itoa(w.Depth), "-size", strconv.Itoa(w.Size), "-verify=false",
+		"-timeout", (r.Duration + time.Minute).String()}
+	passive = append([]string{"-role", "passive", "-local", r.Receiver.String(), "-peer", from.String()}, common...)
+	active = append([]string{"-role", "active", "-local", from.String(), "-peer", r.Receiver.String(), "-duration", r.Duration.String()}, common...)
+	return passive, active
+}
+
+// ParseExampleResult reads the active side's RESULT line of
+// examples/rdmawrite from its output: its own rate and the operations it
+// issued (retries included), which the kernel's count must match.
+func ParseExampleResult(out string) (rate float64, issued uint64, err error) {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "RESULT" || !slices.Contains(f, "role=active") {
+			continue
+		}
+		var gotRate, gotIssued bool
+		for _, kv := range f[1:] {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "rate":
+				rate, err = strconv.ParseFloat(v, 64)
+				gotRate = err == nil
+			case "issued":
+				issued, err = strconv.ParseUint(v, 10, 64)
+				gotIssued = err == nil
+			}
+			if err != nil {
+				return 0, 0, fmt.Errorf("example RESULT %q: %s: %w", line, k, err)
+			}
+		}
+		if !gotRate || !gotIssued {
+			return 0, 0, fmt.Errorf("example RESULT %q: want rate= and issued=", line)
+		}
+		return rate, issued, nil
+	}
+	return 0, 0, errors.New("the example's active side printed no RESULT role=active line")
 }
 
 // StressSummary is what the driver reads of `rdscat stress -json`: enough

@@ -27,6 +27,12 @@ func (d *driver) runTools(rep *Report) {
 		rep.Failures = append(rep.Failures, "tools: Config.StressC and Config.Rdscat are required")
 		return
 	}
+	for _, w := range d.cfg.Tools {
+		if w.Example && (d.cfg.Example == "" || d.cfg.abMode()) {
+			rep.Failures = append(rep.Failures, "tools: the example rows need Config.Example, and are no A/B rows")
+			return
+		}
+	}
 	info, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
 	if err != nil {
 		rep.Failures = append(rep.Failures, fmt.Sprintf("tools: a socket to read the RDS counters: %v", err))
@@ -111,7 +117,11 @@ func (d *driver) runTool(rep *Report, info *rdssock.Conn, w ToolWorkload) {
 			rows[i].Err = strings.Join(errs, "; ")
 		}
 	}
-	rep.ToolRows = append(rep.ToolRows, rows...)
+	if w.Example {
+		rep.ExampleRows = append(rep.ExampleRows, rows...)
+	} else {
+		rep.ToolRows = append(rep.ToolRows, rows...)
+	}
 }
 
 // toolSide is one process of a tools round, for its failure report.
@@ -150,9 +160,9 @@ type toolMeasurement struct {
 	calls                  [2]string  // Config.PerfStat: the sender's and the receiver's system calls per message sent
 }
 
-// toolOnce runs one tool (rdscat if goTool, else the C baseline, or in A/B
-// mode the A build of rdscat) on w: the receiver, once bound, then the
-// sender. The window opens Warm after the
+// toolOnce runs one tool (rdscat if goTool, or for an example row
+// examples/rdmawrite; else the C baseline, or in A/B mode the A build of
+// rdscat) on w: the receiver, once bound, then the sender. The window opens Warm after the
 // workload's RDS counter first moves and lasts Window; at both edges the
 // driver reads the counter and the CPU time of both process trees. Both
 // tools must then finish cleanly (every message accounted for).
@@ -179,7 +189,16 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 	stem := fmt.Sprintf("%s-%d-", strings.ReplaceAll(w.Name, " ", "_"), d.port) // names a profile or perf file
 	// rdscat: this side runs rdscat, the rdscat column's (goTool) or,
 	// in A/B mode, A in the C column's place.
-	rdscat, env := goTool || d.cfg.abMode(), d.cfg.EnvB
+	rdscat, env := (goTool || d.cfg.abMode()) && !w.Example, d.cfg.EnvB
+	example := goTool && w.Example
+	name := "C"
+	switch {
+	case example:
+		bin, name = d.cfg.Example, "example"
+		recvArgs, sendArgs = w.ExampleArgs(run)
+	case rdscat:
+		name = "rdscat"
+	}
 	if rdscat {
 		bin = d.cfg.Rdscat
 		if !goTool {
@@ -218,14 +237,17 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		sendBin, sendArgs = perf(d.cfg.Perf, base+"sender"+ext, bin, sendArgs)
 	}
 	var recvOut, sendOut capture
-	pr, err := startProcEnv(recvBin, recvArgs, env, d.capture(&recvOut, rdscat, "receiver"), nil, -1)
+	pr, err := startProcEnv(recvBin, recvArgs, env, d.capture(&recvOut, name, "receiver"), nil, -1)
 	if err != nil {
 		return m, err
 	}
 	defer pr.kill()
-	if rdscat {
+	switch {
+	case rdscat:
 		err = waitFile(pr, run.Ready, time.Minute)
-	} else {
+	case example:
+		err = waitBound(pr, info, run.Receiver, time.Minute)
+	default:
 		err = pr.waitReady(time.Minute)
 	}
 	if err != nil {
@@ -238,7 +260,7 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 		return m, err
 	}
 	t0 := time.Now()
-	ps, err := startProcEnv(sendBin, sendArgs, env, d.capture(&sendOut, rdscat, "sender"), nil, -1)
+	ps, err := startProcEnv(sendBin, sendArgs, env, d.capture(&sendOut, name, "sender"), nil, -1)
 	if err != nil {
 		return m, err
 	}
@@ -307,13 +329,18 @@ func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (tool
 			return m, err
 		}
 	}
-	if rdscat {
+	switch {
+	case rdscat:
 		s, err := ParseStressSummary(sendOut.String())
 		if err != nil || s.Sender == nil {
 			return m, fmt.Errorf("rdscat sender's summary: %v\n%s", err, sendOut.String())
 		}
 		m.own, m.sent = s.Sender.MsgsPerSec, s.Sender.Sent
-	} else {
+	case example:
+		if m.own, m.sent, err = ParseExampleResult(sendOut.String()); err != nil {
+			return m, fmt.Errorf("%w\n%s", err, sendOut.String())
+		}
+	default:
 		res := ps.lastResult()
 		if res == nil {
 			return m, fmt.Errorf("the C sender printed no RESULT\n%s", sendOut.String())
@@ -372,11 +399,7 @@ func (c *capture) String() string {
 	return c.sb.String()
 }
 
-func (d *driver) capture(c *capture, rdscat bool, side string) func(string) {
-	name := "C"
-	if rdscat {
-		name = "rdscat"
-	}
+func (d *driver) capture(c *capture, name, side string) func(string) {
 	return func(line string) {
 		c.add(line)
 		if d.cfg.Verbose {
@@ -399,6 +422,31 @@ func waitFile(p *proc, path string, limit time.Duration) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no %s within %v", path, limit)
+		}
+	}
+}
+
+// waitBound waits until an RDS socket is bound to addr (the example's
+// passive side, which announces nothing), as RDS_INFO_SOCKETS lists them.
+func waitBound(p *proc, info *rdssock.Conn, addr netip.AddrPort, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		socks, err := info.Sockets()
+		if err != nil {
+			return err
+		}
+		for _, s := range socks {
+			if s.Bound == addr {
+				return nil
+			}
+		}
+		select {
+		case <-p.done:
+			return p.exitError()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no socket bound to %v within %v", addr, limit)
 		}
 	}
 }

@@ -269,14 +269,99 @@ func TestPairTable(t *testing.T) {
 	if n, lines := strings.Count(got, "paired rounds"), strings.Count(got, "\n"); n != 1 || lines != 3 {
 		t.Errorf("PairTable has %d headers and %d lines, want 1 header and 3 lines:\n%s", n, lines, got)
 	}
-	if md := r.mdPairs(); !strings.Contains(md, "| rr tcp 1x1 64B | CPU us/msg sender | 4 | 0.975 | 0.800 | 1.200 | 2 of 4 |") || strings.Contains(md, "oneway") || strings.Count(md, "\n") != 4 {
+	if md := mdPairs(r.ToolRows, "rdscat"); !strings.Contains(md, "| rr tcp 1x1 64B | CPU us/msg sender | 4 | 0.975 | 0.800 | 1.200 | 2 of 4 |") || strings.Contains(md, "oneway") || strings.Count(md, "\n") != 4 {
 		t.Errorf("mdPairs:\n%s", md)
 	}
 	if !strings.Contains(r.Text(), "The same rounds paired") {
 		t.Error("Text leaves out the paired table")
 	}
 	r.ToolRows = r.ToolRows[2:]
-	if strings.Contains(r.Text(), "The same rounds paired") || r.mdPairs() != "" {
+	if strings.Contains(r.Text(), "The same rounds paired") || mdPairs(r.ToolRows, "rdscat") != "" {
 		t.Error("an empty paired table is shown")
+	}
+}
+
+// TestExampleWorkloads: the example rows are RDMA WRITE and READ of 4 KiB
+// at depth 1 and 16, selected by "tools example" and not by "tools rdma"
+// (the rdscat rows, which A/B runs compare).
+func TestExampleWorkloads(t *testing.T) {
+	ws := ExampleWorkloads()
+	var names []string
+	for _, w := range ws {
+		if !w.Example || !w.RDMA() || w.Tasks != 1 || w.Size != 4<<10 {
+			t.Errorf("%+v: want a one-task RDMA example row of 4 KiB", w)
+		}
+		names = append(names, w.Name)
+	}
+	want := []string{"example write ib 4KiB qd1", "example write ib 4KiB qd16", "example read ib 4KiB qd1", "example read ib 4KiB qd16"}
+	if !slices.Equal(names, want) {
+		t.Errorf("ExampleWorkloads: %q, want %q", names, want)
+	}
+	all := append(ToolWorkloads(), ws...)
+	if got := SelectTools(all, "tools example"); len(got) != len(ws) {
+		t.Errorf("-run \"tools example\" selects %d rows, want %d", len(got), len(ws))
+	}
+	for _, w := range SelectTools(all, "tools rdma") {
+		if w.Example {
+			t.Errorf("-run \"tools rdma\" selects the example row %q", w.Name)
+		}
+	}
+}
+
+// TestExampleArgs: both sides of the example get the same operation,
+// depth, size and -verify=false; the active side binds the port after the
+// receiver's, which the passive side names as its peer, and issues for the
+// run's duration.
+func TestExampleArgs(t *testing.T) {
+	w := ExampleWorkloads()[1] // write, depth 16
+	r := toolRun{Receiver: netip.MustParseAddrPort("10.0.0.2:4000"), Sender: netip.MustParseAddr("10.0.0.1"), Duration: 4500 * time.Millisecond}
+	p, a := w.ExampleArgs(r)
+	ps, as := strings.Join(p, " "), strings.Join(a, " ")
+	for _, want := range []string{"-role passive", "-local 10.0.0.2:4000", "-peer 10.0.0.1:4001", "-op write", "-depth 16", "-size 4096", "-verify=false"} {
+		if !strings.Contains(ps, want) {
+			t.Errorf("passive args %q lack %q", ps, want)
+		}
+	}
+	for _, want := range []string{"-role active", "-local 10.0.0.1:4001", "-peer 10.0.0.2:4000", "-duration 4.5s", "-op write", "-depth 16", "-verify=false"} {
+		if !strings.Contains(as, want) {
+			t.Errorf("active args %q lack %q", as, want)
+		}
+	}
+}
+
+// TestParseExampleResult reads the active side's rate and issued count,
+// skipping the passive side's line, and refuses output without them.
+func TestParseExampleResult(t *testing.T) {
+	out := "RESULT role=passive op=write ops=9 immediate=9\nRESULT role=active op=write depth=1 size=4096 ops=3000 secs=4.500 rate=666.7 failed=0 verified=0 retried=2 recoveries=1 issued=3002\n"
+	rate, issued, err := ParseExampleResult(out)
+	if err != nil || rate != 666.7 || issued != 3002 {
+		t.Errorf("ParseExampleResult = %v, %v, %v; want 666.7, 3002, nil", rate, issued, err)
+	}
+	for _, bad := range []string{"", "RESULT role=passive ops=9\n", "RESULT role=active rate=1.5\n", "RESULT role=active rate=x issued=3\n"} {
+		if _, _, err := ParseExampleResult(bad); err == nil {
+			t.Errorf("ParseExampleResult(%q) accepted it", bad)
+		}
+	}
+}
+
+// TestExampleSection: example rows render in a section of their own,
+// with their paired rounds, and stay out of the tools tables.
+func TestExampleSection(t *testing.T) {
+	r := &Report{
+		ToolRows:    []Row{{Workload: "rdma write ib 4KiB qd1", Metric: "ops/s", Goal: GoalThroughput, C: []float64{10}, Go: []float64{9}, Pairs: []float64{0.9}}},
+		ExampleRows: []Row{{Workload: "example write ib 4KiB qd1", Metric: "ops/s", Goal: GoalThroughput, C: []float64{10}, Go: []float64{8}, Pairs: []float64{0.8}}},
+	}
+	md := r.Markdown(Meta{})
+	tools, example, ok := strings.Cut(md, "## The documented RDMA path")
+	if !ok || strings.Contains(tools, "example write") {
+		t.Fatalf("no example section, or example rows in the tools section:\n%s", md)
+	}
+	for _, want := range []string{"| example write ib 4KiB qd1 | ops/s | 1 | 10.0 | 8.00 | 0.800 |", "median example/C", "-verify=false"} {
+		if !strings.Contains(example, want) {
+			t.Errorf("the example section lacks %q:\n%s", want, example)
+		}
+	}
+	if txt := r.Text(); !strings.Contains(txt, "The documented RDMA path") || !strings.Contains(txt, "example write ib 4KiB qd1") {
+		t.Errorf("Text lacks the example rows:\n%s", txt)
 	}
 }
