@@ -398,8 +398,12 @@ func (c *Conn) ReadMsg(b, oob []byte) (n, oobn, flags int, from netip.AddrPort, 
 // recvmsg flags such as MSG_PEEK or MSG_DONTWAIT (which returns an EAGAIN
 // error instead of waiting); 0 is a plain receive. A context that can
 // never be canceled (context.Background) costs nothing extra; one that can
-// be uses the socket's read deadline while the call waits. A nil ctx is
-// refused with an error.
+// be uses the socket's read deadline while the call waits. A loop that
+// reads with one such context pays for watching it about once; a context
+// made for each call (context.WithTimeout around every read) brings a
+// timer and allocations of its own each time, so bound a busy loop's
+// reads with one context per period instead. A nil ctx is refused with
+// an error.
 func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
 	if ctx == nil {
 		return 0, 0, 0, netip.AddrPort{}, opError("read", c.LocalAddr(), nil, errNilContext)
