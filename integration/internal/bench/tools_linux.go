@@ -162,10 +162,11 @@ type toolMeasurement struct {
 
 // toolOnce runs one tool (rdscat if goTool, or for an example row
 // examples/rdmawrite; else the C baseline, or in A/B mode the A build of
-// rdscat) on w: the receiver, once bound, then the sender. The window opens Warm after the
-// workload's RDS counter first moves and lasts Window; at both edges the
-// driver reads the counter and the CPU time of both process trees. Both
-// tools must then finish cleanly (every message accounted for).
+// rdscat) on w: the receiver, once bound, then the sender. The window
+// opens Warm after the workload's RDS counter first moves and lasts
+// Window; at both edges the driver reads the counter and the CPU time of
+// both process trees. Both tools must then finish cleanly (every message
+// accounted for).
 func (d *driver) toolOnce(info *rdssock.Conn, w ToolWorkload, goTool bool) (toolMeasurement, error) {
 	var m toolMeasurement
 	if w.Path == PathTCP {
