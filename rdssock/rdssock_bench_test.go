@@ -92,44 +92,10 @@ func BenchmarkBatch32Control(b *testing.B) {
 // is woken by the peer's write. Compare BenchmarkRoundTripBlocking.
 // cpu-ns/op is the process's user and system time per round trip.
 func BenchmarkRoundTripPoller(b *testing.B) {
-	x, y, err := socketpairConns()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer x.Close()
-	defer y.Close()
-	done := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			n, _, _, _, err := y.ReadMsg(buf, nil)
-			if err != nil {
-				done <- nil // closed
-				return
-			}
-			if _, err := y.WriteMsg(buf[:n], nil, noAddr); err != nil {
-				done <- err
-				return
-			}
-		}
-	}()
-	req, resp := make([]byte, 64), make([]byte, 64)
-	b.ReportAllocs()
-	cpu0 := processCPU()
-	for b.Loop() {
-		if _, err := x.WriteMsg(req, nil, noAddr); err != nil {
-			b.Fatal(err)
-		}
-		if n, _, _, _, err := x.ReadMsg(resp, nil); err != nil || n != 64 {
-			b.Fatalf("ReadMsg = %d, %v", n, err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
-	y.Close()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	benchRoundTrip(b, func(x *Conn, resp []byte) (int, error) {
+		n, _, _, _, err := x.ReadMsg(resp, nil)
+		return n, err
+	})
 }
 
 // BenchmarkRoundTripTimeoutEach is BenchmarkRoundTripPoller with the
@@ -138,6 +104,17 @@ func BenchmarkRoundTripPoller(b *testing.B) {
 // bounds each call. Compare BenchmarkRoundTripPoller: the difference is
 // what such a context costs per round trip.
 func BenchmarkRoundTripTimeoutEach(b *testing.B) {
+	benchRoundTrip(b, func(x *Conn, resp []byte) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		n, _, _, _, err := x.ReadMsgContext(ctx, resp, nil, 0)
+		return n, err
+	})
+}
+
+// benchRoundTrip runs the request/response of BenchmarkRoundTripPoller,
+// the client reading each answer with read.
+func benchRoundTrip(b *testing.B, read func(x *Conn, resp []byte) (int, error)) {
 	x, y, err := socketpairConns()
 	if err != nil {
 		b.Fatal(err)
@@ -166,11 +143,8 @@ func BenchmarkRoundTripTimeoutEach(b *testing.B) {
 		if _, err := x.WriteMsg(req, nil, noAddr); err != nil {
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		n, _, _, _, err := x.ReadMsgContext(ctx, resp, nil, 0)
-		cancel()
-		if err != nil || n != 64 {
-			b.Fatalf("ReadMsgContext = %d, %v", n, err)
+		if n, err := read(x, resp); err != nil || n != 64 {
+			b.Fatalf("read = %d, %v", n, err)
 		}
 	}
 	b.StopTimer()

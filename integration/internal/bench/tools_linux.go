@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -411,35 +412,28 @@ func (d *driver) capture(c *capture, name, side string) func(string) {
 
 // waitFile waits until p has written path (rdscat -ready).
 func waitFile(p *proc, path string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
-			return nil
-		}
-		select {
-		case <-p.done:
-			return p.exitError()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no %s within %v", path, limit)
-		}
-	}
+	return pollFor(p, limit, path, func() (bool, error) {
+		b, err := os.ReadFile(path)
+		return err == nil && strings.HasSuffix(string(b), "\n"), nil
+	})
 }
 
 // waitBound waits until an RDS socket is bound to addr (the example's
 // passive side, which announces nothing), as RDS_INFO_SOCKETS lists them.
 func waitBound(p *proc, info *rdssock.Conn, addr netip.AddrPort, limit time.Duration) error {
+	return pollFor(p, limit, "socket bound to "+addr.String(), func() (bool, error) {
+		socks, err := info.Sockets()
+		return slices.ContainsFunc(socks, func(s rdssock.SocketInfo) bool { return s.Bound == addr }), err
+	})
+}
+
+// pollFor asks ready every 10 ms until it says so or fails, p exits, or
+// limit passes; what names the awaited thing.
+func pollFor(p *proc, limit time.Duration, what string, ready func() (bool, error)) error {
 	deadline := time.Now().Add(limit)
 	for {
-		socks, err := info.Sockets()
-		if err != nil {
+		if ok, err := ready(); ok || err != nil {
 			return err
-		}
-		for _, s := range socks {
-			if s.Bound == addr {
-				return nil
-			}
 		}
 		select {
 		case <-p.done:
@@ -447,7 +441,7 @@ func waitBound(p *proc, info *rdssock.Conn, addr netip.AddrPort, limit time.Dura
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no socket bound to %v within %v", addr, limit)
+			return fmt.Errorf("no %s within %v", what, limit)
 		}
 	}
 }
