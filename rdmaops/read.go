@@ -157,9 +157,10 @@ func (c *Conn) release() {
 // a data message arrives. A message longer than b returns what fit with
 // an error for which errors.Is(err, rdssock.ErrTruncated) holds.
 //
-// ReadMsg gives up when ctx is done (ctx may be nil). A context that can
-// be canceled costs a few allocations per call; context.Background and
-// nil cost none.
+// ReadMsg gives up when ctx is done (ctx may be nil). context.Background
+// and nil cost nothing, and neither does a context that can be canceled
+// once the socket has seen it on a few calls; one made for each call
+// (context.WithTimeout around every read) allocates each time.
 func (c *Conn) ReadMsg(ctx context.Context, b, oob []byte) (Msg, error) {
 	var done <-chan struct{}
 	if ctx != nil {

@@ -370,6 +370,17 @@ func TestIntegrationWaitReadMsgAllocs(t *testing.T) {
 	if allocs := testing.AllocsPerRun(50, window); allocs != 0 {
 		t.Errorf("Do x8 + Conn.WaitAll + ReadMsg x8: %v allocations, want 0", allocs)
 	}
+	// The same with one context that can end, used call after call (as
+	// the program's own, bounded by -timeout): the sockets watch it once.
+	// (A context made for each call allocates each time; see
+	// rdssock.Conn.ReadMsgContext.)
+	ctx = rctx
+	for range 50 {
+		oneOp()
+	}
+	if allocs := testing.AllocsPerRun(300, oneOp); allocs != 0 {
+		t.Errorf("Do + Conn.Wait + Conn.ReadMsg with a context that can end: %v allocations per operation, want 0", allocs)
+	}
 }
 
 // pair sets up two Conns over rxe, the passive one with a 4 KiB
