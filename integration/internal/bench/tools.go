@@ -225,28 +225,18 @@ func (w ToolWorkload) ExampleArgs(r toolRun) (passive, active []string) {
 func ParseExampleResult(out string) (rate float64, issued uint64, err error) {
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "RESULT" || !slices.Contains(f, "role=active") {
+		if len(f) < 2 || f[0] != "RESULT" || f[1] != "role=active" {
 			continue
 		}
-		var gotRate, gotIssued bool
-		for _, kv := range f[1:] {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "rate":
-				rate, err = strconv.ParseFloat(v, 64)
-				gotRate = err == nil
-			case "issued":
-				issued, err = strconv.ParseUint(v, 10, 64)
-				gotIssued = err == nil
-			}
-			if err != nil {
-				return 0, 0, fmt.Errorf("example RESULT %q: %s: %w", line, k, err)
-			}
+		// Its words (role=, op=) aside, the line is a RESULT of numbers.
+		nums := slices.DeleteFunc(f, func(kv string) bool { return strings.HasPrefix(kv, "role=") || strings.HasPrefix(kv, "op=") })
+		r, ok := ParseResult(strings.Join(nums, " "))
+		rate, hasRate := r["rate"]
+		n, hasIssued := r["issued"]
+		if !ok || !hasRate || !hasIssued {
+			return 0, 0, fmt.Errorf("example RESULT %q: want key=number fields, rate= and issued= among them", line)
 		}
-		if !gotRate || !gotIssued {
-			return 0, 0, fmt.Errorf("example RESULT %q: want rate= and issued=", line)
-		}
-		return rate, issued, nil
+		return rate, uint64(n), nil
 	}
 	return 0, 0, errors.New("the example's active side printed no RESULT role=active line")
 }
