@@ -6,8 +6,8 @@
 //	go run ./integration/cmd/rdsbench
 //
 // On the host it compiles the C baselines
-// (integration/internal/bench/cbaseline/rdsbench.c and rdsstress.c, with gcc
-// -O2 -static; as root it installs gcc and libc6-dev when missing), builds
+// (integration/internal/bench/cbaseline/rdsbench.c, rdsstress.c and
+// wakecode.c, with gcc -O2 -static; as root it installs gcc and libc6-dev when missing), builds
 // itself, rdscat, examples/rdmawrite and rdsvm as static binaries, and
 // boots the rdsvm VM (see TESTING.md) with the programs. Inside the VM it runs every workload of
 // package bench several times, the C and the Go implementation alternately,
@@ -16,7 +16,8 @@
 // examples/rdmawrite against rdsstress-c), prints the tables, and hands the
 // results back to the host, which writes BENCHMARKS.md (never edit that file:
 // run the command again). Every workload also reports the CPU time per
-// message of each process.
+// message of each process. A last section ("What the VM charges for code")
+// measures what a function call costs the emulated CPU after a wake-up.
 //
 // A short trial of the tools section alone, written elsewhere:
 //
@@ -31,6 +32,8 @@
 //	-warm 0.5s      warm-up before each measurement window
 //	-window 2s      measurement window
 //	-long 60s       the long receiver run for resident memory (0: skip)
+//	-wake 5         rounds of "What the VM charges for code" (0: skip);
+//	                with -run only when its words include "wake"
 //	-run ""         only workloads whose name contains one of these comma-separated words;
 //	                tool workloads match with "tools " in front of their name
 //	                ("tools" selects them all, "tools rdma" rdscat's RDMA rows,
@@ -116,7 +119,8 @@ const (
 	stressCBinary = "rdsstress-c"
 	rdscatBinary  = "rdscat"
 	exampleBinary = "rdmawrite" // examples/rdmawrite
-	abBinary      = "rdscat-a"  // the -ab build in testdata
+	wakeCBinary   = "wakecode-c"
+	abBinary      = "rdscat-a" // the -ab build in testdata
 )
 
 func main() {
@@ -148,6 +152,7 @@ type runFlags struct {
 	extra        int
 	warm, window time.Duration
 	long         time.Duration
+	wake         int
 	run          string
 	diag         string
 	verbose      bool
@@ -166,6 +171,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.warm, "warm", 500*time.Millisecond, "warm-up before each measurement window")
 	fs.DurationVar(&f.window, "window", 2*time.Second, "measurement window")
 	fs.DurationVar(&f.long, "long", 60*time.Second, "window of the long receiver run for resident memory (0: skip)")
+	fs.IntVar(&f.wake, "wake", 5, "rounds of \"What the VM charges for code\" (0: skip it); with -run only when its words include \"wake\"")
 	fs.StringVar(&f.run, "run", "", "only workloads whose name contains one of these comma-separated words (tool workloads as \"tools NAME\": \"tools\" selects them all)")
 	fs.StringVar(&f.diag, "diag", defaultDiag, "workloads (name words, comma-separated) to diagnose with mixed C/Go pairings and the raw-syscall Go variant; \"\" for none")
 	fs.BoolVar(&f.verbose, "v", false, "show every worker's result lines")
@@ -179,6 +185,15 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.envB, "env-b", "", "A/B mode: `NAME=VALUE ...` added to the environment of B's (this tree's) rdscat processes")
 }
 
+// wakeRounds is how many rounds "What the VM charges for code" runs: none
+// in A/B mode, or when -run names workloads but not "wake".
+func (f *runFlags) wakeRounds() int {
+	if f.abMode() || f.run != "" && !slices.Contains(strings.Fields(strings.ReplaceAll(f.run, ",", " ")), "wake") {
+		return 0
+	}
+	return max(f.wake, 0)
+}
+
 // abMode reports whether the tools rounds compare two rdscat builds or
 // environments instead of C and rdscat.
 func (f *runFlags) abMode() bool { return f.ab || f.envA != "" }
@@ -186,7 +201,7 @@ func (f *runFlags) abMode() bool { return f.ab || f.envA != "" }
 func (f *runFlags) args() []string {
 	return []string{
 		"-rounds", fmt.Sprint(f.rounds), "-extra", fmt.Sprint(f.extra), "-warm", f.warm.String(), "-window", f.window.String(),
-		"-long", f.long.String(), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles), fmt.Sprintf("-perfrecord=%v", f.perf),
+		"-long", f.long.String(), "-wake", fmt.Sprint(f.wake), "-run", f.run, "-diag", f.diag, fmt.Sprintf("-v=%v", f.verbose), fmt.Sprintf("-allocsites=%v", f.allocSites), fmt.Sprintf("-profiles=%v", f.profiles), fmt.Sprintf("-perfrecord=%v", f.perf),
 		fmt.Sprintf("-perfstat=%v", f.perfStat), fmt.Sprintf("-perfswitch=%v", f.perfSwitches), fmt.Sprintf("-abguest=%v", f.ab), "-env-a", f.envA, "-env-b", f.envB,
 	}
 }
@@ -204,8 +219,8 @@ func guest(args []string) int {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
 	}
-	var bins [4]string
-	for i, name := range []string{cBinary, stressCBinary, rdscatBinary, exampleBinary} {
+	var bins [5]string
+	for i, name := range []string{cBinary, stressCBinary, rdscatBinary, exampleBinary, wakeCBinary} {
 		if bins[i], err = filepath.Abs(filepath.Join("testdata", name)); err != nil {
 			fmt.Fprintln(os.Stderr, "rdsbench:", err)
 			return 1
@@ -213,7 +228,8 @@ func guest(args []string) int {
 	}
 	ws := bench.Select(bench.DefaultWorkloads(), f.run)
 	tools := bench.SelectTools(toolWorkloads(&f), f.run)
-	if len(ws) == 0 && len(tools) == 0 {
+	wake := f.wakeRounds()
+	if len(ws) == 0 && len(tools) == 0 && wake == 0 {
 		fmt.Fprintf(os.Stderr, "rdsbench: no workload matches -run %q\n", f.run)
 		return 2
 	}
@@ -270,6 +286,7 @@ func guest(args []string) int {
 		Tools: tools, StressC: bins[1], Rdscat: bins[2], Example: bins[3], ProfileDir: profDir, Perf: perfTool, PerfDir: perfDir, PerfStat: f.perfStat, PerfSwitches: f.perfSwitches,
 		ABRdscat: abBin, EnvA: strings.Fields(f.envA), EnvB: strings.Fields(f.envB),
 		Workloads: ws, Diagnose: diagnose(f.diag), Rounds: f.rounds, ExtraRounds: extraRounds(f.extra), Warm: f.warm, Window: f.window, LongRun: f.long,
+		WakeRounds: wake, WakeC: bins[4],
 		Log: os.Stdout, Verbose: f.verbose, AllocSites: f.allocSites,
 	})
 	if err != nil {
@@ -569,7 +586,7 @@ func host(args []string) int {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
 	}
-	ccVersion, err := buildC(root, map[string]string{"rdsbench.c": cBinary, "rdsstress.c": stressCBinary}, filepath.Join(work, "testdata"))
+	ccVersion, err := buildC(root, map[string]string{"rdsbench.c": cBinary, "rdsstress.c": stressCBinary, "wakecode.c": wakeCBinary}, filepath.Join(work, "testdata"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rdsbench:", err)
 		return 1
@@ -606,7 +623,8 @@ func host(args []string) int {
 	nw := len(bench.Select(bench.DefaultWorkloads(), f.run))
 	nt := len(bench.SelectTools(toolWorkloads(&f), f.run))
 	runs := nw*f.rounds*2 + len(diagnose(f.diag))*3*5
-	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long +
+	// A round of the wake-up code measurement took about 20 s in the VM.
+	estimate := time.Duration(runs)*(f.warm+f.window+time.Second) + f.long + time.Duration(f.wakeRounds())*30*time.Second +
 		time.Duration(nt*f.rounds*2)*(f.warm+f.window+bench.ToolSetupSlack+2*time.Second)
 	cmd := exec.Command(vm, append([]string{self, "guest"}, f.args()...)...)
 	cmd.Dir = work
@@ -791,6 +809,9 @@ func reproduce(f *runFlags, kernel string) string {
 	}
 	if f.diag != defaultDiag {
 		s += fmt.Sprintf(" -diag %q", f.diag)
+	}
+	if f.wake != 5 {
+		s += fmt.Sprintf(" -wake %d", f.wake)
 	}
 	return s
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProfilesRoundTrip(t *testing.T) {
@@ -94,5 +95,26 @@ func TestHostRefuses(t *testing.T) {
 		if got := host(args); got != 2 {
 			t.Errorf("rdsbench %q exits %d, want 2", args, got)
 		}
+	}
+}
+
+func TestWakeRounds(t *testing.T) {
+	for _, c := range []struct {
+		f    runFlags
+		want int
+	}{
+		{runFlags{wake: 3}, 3},                                     // the whole benchmark
+		{runFlags{wake: 0}, 0},                                     // skipped
+		{runFlags{wake: 3, run: "tools"}, 0},                       // other sections only
+		{runFlags{wake: 3, run: "tools rdma,wake"}, 3},             // named among them
+		{runFlags{wake: 3, run: "wakeful"}, 0},                     // a word, not a substring
+		{runFlags{wake: 3, run: "tools", envA: "GOMAXPROCS=1"}, 0}, // A/B runs compare rdscat builds only
+	} {
+		if got := c.f.wakeRounds(); got != c.want {
+			t.Errorf("wakeRounds(wake %d, run %q, env-a %q) = %d, want %d", c.f.wake, c.f.run, c.f.envA, got, c.want)
+		}
+	}
+	if s := reproduce(&runFlags{rounds: 5, warm: 500 * time.Millisecond, window: 2 * time.Second, long: time.Minute, diag: defaultDiag, wake: 0}, "6.1"); !strings.HasSuffix(s, " -wake 0") {
+		t.Errorf("reproduce with -wake 0 = %q", s)
 	}
 }

@@ -71,6 +71,12 @@ type Config struct {
 	// LongRun is the window of the resident-memory run (0: skip it).
 	LongRun time.Duration
 
+	// WakeRounds is how many rounds "What the VM charges for code" runs
+	// (0: skip it), with WakeC (cbaseline/wakecode.c) as its C side and
+	// the Go worker role "wakecode" as its Go side.
+	WakeRounds int
+	WakeC      string
+
 	Log     io.Writer // progress lines; nil: none
 	Verbose bool      // log every worker's output lines too
 

@@ -52,6 +52,9 @@ func Run(cfg *Config) (*Report, error) {
 	if cfg.CBinary == "" || cfg.GoBinary == "" {
 		return nil, errors.New("bench: CBinary and GoBinary are required")
 	}
+	if cfg.WakeRounds > 0 && cfg.WakeC == "" {
+		return nil, errors.New("bench: WakeRounds needs WakeC")
+	}
 	c := *cfg
 	if c.Rounds <= 0 {
 		c.Rounds = 5
@@ -96,6 +99,9 @@ func Run(cfg *Config) (*Report, error) {
 	if c.LongRun > 0 {
 		rep.LongWarm = longWarm
 		d.longRun(rep)
+	}
+	if c.WakeRounds > 0 {
+		d.wakeCode(rep)
 	}
 	rep.Settle = d.settle
 	rep.Elapsed = time.Since(rep.Started)

@@ -119,6 +119,23 @@ type Diagnosis struct {
 	Values   [][]float64 // per pairing, one value per round
 }
 
+// WakeCost is one configuration of the wake-up code measurement: the
+// measuring process's user CPU time per message, one value per round, in
+// Lang (C or Go) with K calls of Mode (repeated or distinct) per message.
+type WakeCost struct {
+	Lang   string
+	Mode   string
+	K      int
+	UserUS []float64
+}
+
+// WakeK is how many calls the wake-up code measurement makes per message,
+// and WakeMsgs over how many messages it measures.
+const (
+	WakeK    = 400
+	WakeMsgs = 10000
+)
+
 // Report is the result of a benchmark run.
 type Report struct {
 	Kernel  string
@@ -144,8 +161,10 @@ type Report struct {
 	Allocs      []Alloc
 	RSS         []RSS
 	Diagnoses   []Diagnosis
-	Failures    []string
-	Settle      Settle // waits for RDS/TCP to drain before the TCP runs
+	// WakeCode is "What the VM charges for code" (see Config.WakeRounds).
+	WakeCode []WakeCost
+	Failures []string
+	Settle   Settle // waits for RDS/TCP to drain before the TCP runs
 }
 
 // Settle sums up the waits before RDS/TCP runs until the previous run's
@@ -412,7 +431,10 @@ func (r *Report) Markdown(m Meta) string {
 	w("| Go | %s, `CGO_ENABLED=0` static binaries; rdscat with its profile-guided optimization profile cmd/rdscat/default.pgo, as every `go build` of it |\n", m.Go)
 	csrc := "integration/internal/bench/cbaseline/rdsbench.c"
 	if len(r.ToolRows) > 0 || len(r.ExampleRows) > 0 {
-		csrc += " and rdsstress.c"
+		csrc += ", rdsstress.c"
+	}
+	if len(r.WakeCode) > 0 {
+		csrc += ", wakecode.c"
 	}
 	w("| C | %s, `gcc -O2 -static` (%s) |\n", m.CC, csrc)
 	w("| method | %s; each round is fresh processes; %v warm-up, then a %v window |\n", r.roundsText(), r.Warm, r.Window)
@@ -478,6 +500,9 @@ func (r *Report) Markdown(m Meta) string {
 			}
 		}
 		w("\n")
+	}
+	if len(r.WakeCode) > 0 {
+		r.mdWakeCode(w)
 	}
 	if len(r.Failures) > 0 {
 		w("## Failures\n\n")
@@ -595,4 +620,50 @@ func mdPairs(rows []Row, goName string) string {
 		fmt.Fprintf(&sb, "| %s |\n", strings.Join(row.pairCells(), " | "))
 	}
 	return sb.String()
+}
+
+// wakeCost returns the median user CPU time per message of lang with k
+// calls of mode, and whether it was measured.
+func (r *Report) wakeCost(lang, mode string, k int) (float64, bool) {
+	for _, c := range r.WakeCode {
+		if c.Lang == lang && (c.Mode == mode || k == 0) && c.K == k && len(c.UserUS) > 0 {
+			return median(c.UserUS), true
+		}
+	}
+	return 0, false
+}
+
+func (r *Report) mdWakeCode(w func(string, ...any)) {
+	w("## What the VM charges for code\n\n")
+	w("Two processes of one language pass a byte back and forth over two pipes, each waking for every byte as the two ends of a request/response exchange do; after each wake-up both make %d calls of small functions (each a test and an add or an xor, a few instructions) before they answer: one function %d times (`repeated`) or %d different ones once each (`distinct`). ", WakeK, WakeK, WakeK)
+	w("The table gives the user CPU time per message of the process that measures (getrusage over %d messages after 2000 of warm-up; the median of the rounds, which alternate which language goes first) and, from it, what one call adds. ", WakeMsgs)
+	w("C is integration/internal/bench/cbaseline/wakecode.c, Go the rdsbench worker role `wakecode` (integration/internal/bench/wakecode_linux.go), with the same functions, each compiled to one basic block, and the same system calls (Go's raw, as rdssock's are, so that the runtime's path for a system call that blocks is not part of it).\n\n")
+	w("| language | rounds | no calls: us/msg | %d repeated: us/msg | %d distinct: us/msg | ns per repeated call | ns per distinct call | spread (distinct) |\n|---|--:|--:|--:|--:|--:|--:|--:|\n", WakeK, WakeK)
+	per := map[string][2]float64{} // ns per repeated and per distinct call
+	for _, lang := range []string{"C", "Go"} {
+		none, ok0 := r.wakeCost(lang, "", 0)
+		rep, ok1 := r.wakeCost(lang, "repeated", WakeK)
+		dis, ok2 := r.wakeCost(lang, "distinct", WakeK)
+		if !ok0 || !ok1 || !ok2 {
+			continue
+		}
+		rounds, spread := 0, "-"
+		for _, c := range r.WakeCode {
+			if c.Lang == lang && c.Mode == "distinct" && c.K == WakeK {
+				rounds, spread = len(c.UserUS), fmtSpread(c.UserUS)
+			}
+		}
+		per[lang] = [2]float64{(rep - none) * 1000 / WakeK, (dis - none) * 1000 / WakeK}
+		w("| %s | %d | %s | %s | %s | %s | %s | %s |\n", lang, rounds, fmtNum(none), fmtNum(rep), fmtNum(dis),
+			fmtNum(per[lang][0]), fmtNum(per[lang][1]), spread)
+	}
+	w("\n")
+	c, cok := per["C"]
+	g, gok := per["Go"]
+	if cok && gok {
+		w("In this run a call of code that ran once since the last wake-up cost %s times a repeated call in C and %s times in Go, and such a call cost Go %s times what it cost C. ",
+			fmtRatio(safeDiv(c[1], c[0])), fmtRatio(safeDiv(g[1], g[0])), fmtRatio(safeDiv(g[1], c[1])))
+		w("Why code that ran once since the last wake-up costs more is not measured here; the emulator's per-CPU caches of translated code and of address translations, through which the kernel's work and the other process run between two wake-ups, are the likely place. ")
+		w("Every instruction that a Go side runs per message and the C side does not is code of that kind, and the CPU time per message in the rows above weighs it so; rdsinstr (integration/cmd/rdsinstr) counts those instructions on the host.\n\n")
+	}
 }

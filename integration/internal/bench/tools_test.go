@@ -228,7 +228,7 @@ func TestToolReportRendering(t *testing.T) {
 		"## Throughput, latency and RDMA", "| rr tcp 64B | CPU us/msg client | 2 | 110 | 140 | 1.273 | 18% | 14% | ≤ 1.10 | missed |",
 		"## The tools as users run them", "| workload | unit | rounds | C median | rdscat median |",
 		"| rr tcp 1x4 1KiB | req/s | 2 | 2550 | 1550 | 0.608 |", "| rr tcp 1x4 1KiB | CPU us/msg sender | 1 | 200 | 210 | 1.050 | 0% | 0% | ≤ 1.10 | met |",
-		"rdsbench.c and rdsstress.c",
+		"rdsbench.c, rdsstress.c",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q", want)

@@ -37,6 +37,9 @@ var Roles = []string{"recv", "send", "echo", "ping", "rdma-target", "rdma-init"}
 // sockets served by the Go runtime poller; their results also carry the
 // heap allocations made in the measurement window ("allocs").
 func Worker(role string, args []string, out io.Writer) error {
+	if role == "wakecode" {
+		return wakeCodeWorker(args, out)
+	}
 	o, err := ParseOptions(args)
 	if err != nil {
 		return err
