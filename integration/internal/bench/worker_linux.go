@@ -33,6 +33,9 @@ var Roles = []string{"recv", "send", "echo", "ping", "rdma-target", "rdma-init"}
 // line at its end to out. Roles that serve a peer (send, echo,
 // rdma-target) run until the process is killed or an error occurs.
 //
+// The role "wakecode" is the Go side of "What the VM charges for code" and
+// takes the arguments MODE K N of cbaseline/wakecode.c instead.
+//
 // The Go workers use package rdssock (and rdmaops for RDMA) on non-blocking
 // sockets served by the Go runtime poller; their results also carry the
 // heap allocations made in the measurement window ("allocs").
