@@ -7,10 +7,11 @@
 //
 // On the host it compiles the C baselines
 // (integration/internal/bench/cbaseline/rdsbench.c, rdsstress.c and
-// wakecode.c, with gcc -O2 -static; as root it installs gcc and libc6-dev when missing), builds
-// itself, rdscat, examples/rdmawrite and rdsvm as static binaries, and
-// boots the rdsvm VM (see TESTING.md) with the programs. Inside the VM it runs every workload of
-// package bench several times, the C and the Go implementation alternately,
+// wakecode.c, with gcc -O2 -static; as root it installs gcc and libc6-dev
+// when missing), builds itself, rdscat, examples/rdmawrite and rdsvm as
+// static binaries, and boots the rdsvm VM (see TESTING.md) with the
+// programs. Inside the VM it runs every workload of package bench several
+// times, the C and the Go implementation alternately,
 // then the tool workloads ("The tools as users run them": the rdscat binary
 // against rdsstress-c, two processes each; "The documented RDMA path":
 // examples/rdmawrite against rdsstress-c), prints the tables, and hands the
