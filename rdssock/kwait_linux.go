@@ -101,6 +101,12 @@ type kfd struct {
 	// onlyPSkip counts down the reads that park at once after a sleep on
 	// the only P found no message (see onlyPSlice).
 	onlyPSkip atomic.Int32
+
+	// waited tells whether the socket's last read had to wait for its
+	// message, and blockStart (the solo read's only) when the last sleep
+	// in recvmsg began (since monoBase): see Conn.recvWait.
+	waited     atomic.Bool
+	blockStart int64
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -571,6 +577,7 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 		// the only P it is the whole sleep (see onlyPSlice).
 		if (op != nil || bop != nil) && !blocked && (!lastP || p == 1) && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load() {
 			blocked = true
+			k.blockStart = now
 			got, slept := k.blockRecv(op, bop, now)
 			kernelWaiters.Add(-1)
 			rest -= slept
@@ -1024,3 +1031,9 @@ func kernelSocket(netns int) (int, error) {
 	r := <-ch
 	return r.fd, r.err
 }
+
+// blockWaited is how long a sleep in recvmsg that returned a message must
+// have taken to count as a wait (see Conn.recvWait): in the test VM a
+// recvmsg that finds its message takes a few microseconds, a round trip
+// 50 us or more.
+const blockWaited = 30 * time.Microsecond

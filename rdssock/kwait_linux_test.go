@@ -1029,3 +1029,58 @@ func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
 	return ds[len(ds)/2]
 }
+
+// TestWaitedReadSkipsTheTry: a read of a socket whose last read had to
+// wait skips its try with MSG_DONTWAIT and sleeps in the receive at once
+// (Conn.recvWait), which returns a message that is there; and a message
+// that is there comes back as a try would have returned it, also when
+// the read deadline has passed.
+func TestWaitedReadSkipsTheTry(t *testing.T) {
+	a, b := pair(t)
+	buf := make([]byte, 8)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		a.WriteMsg([]byte("1"), nil, noAddr)
+	}()
+	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "1" {
+		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
+	}
+	if !b.k.waited.Load() {
+		t.Fatal("a read that waited left waited unset")
+	}
+	// The next read skips its try: the message is there, and the sleep
+	// in recvmsg returns it.
+	if _, err := a.WriteMsg([]byte("2"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "2" {
+		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
+	}
+	// With the deadline passed, the skipped try is made before the
+	// deadline's error, as it is made first when nothing is skipped.
+	b.k.waited.Store(true)
+	if _, err := a.WriteMsg([]byte("3"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(-time.Second))
+	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "3" {
+		t.Fatalf("ReadMsg with the deadline passed and a message there = %q, %v; want 3", buf[:n], err)
+	}
+	// Without a message, the deadline's error.
+	b.k.waited.Store(true)
+	if _, _, _, _, err := b.ReadMsg(buf, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadMsg with the deadline passed = %v, want os.ErrDeadlineExceeded", err)
+	}
+	b.SetReadDeadline(time.Time{})
+	// A read whose try finds its message clears waited.
+	if _, err := a.WriteMsg([]byte("4"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	b.k.waited.Store(false)
+	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "4" {
+		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
+	}
+	if b.k.waited.Load() {
+		t.Error("a read whose try found its message set waited")
+	}
+}
