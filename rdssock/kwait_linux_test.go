@@ -1066,6 +1066,17 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "3" {
 		t.Fatalf("ReadMsg with the deadline passed and a message there = %q, %v; want 3", buf[:n], err)
 	}
+	// The same with a context the socket does not watch yet, whose wait
+	// goes the shared way.
+	b.k.waited.Store(true)
+	if _, err := a.WriteMsg([]byte("5"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if n, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil || string(buf[:n]) != "5" {
+		t.Fatalf("ReadMsgContext with the deadline passed and a message there = %q, %v; want 5", buf[:n], err)
+	}
 	// Without a message, the deadline's error.
 	b.k.waited.Store(true)
 	if _, _, _, _, err := b.ReadMsg(buf, nil); !errors.Is(err, os.ErrDeadlineExceeded) {

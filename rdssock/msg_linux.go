@@ -580,8 +580,8 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	// and in the test VM such a recvmsg costs 5-8 us of CPU time. Every
 	// other way to wait either tries first or sleeps until the socket is
 	// readable, as a try would have found it; a wait that ends without
-	// its message (a passed deadline, the shared way) makes the skipped
-	// try before it goes on. Busy polling keeps the try.
+	// its message (a passed deadline) or goes the shared way makes the
+	// skipped try before it goes on. Busy polling keeps the try.
 	skip := op != nil && k.waited.Load() && op.spin.limit == 0 && !op.dontWait
 	var ok bool
 	switch {
@@ -606,6 +606,10 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	if ctx != nil {
 		if done := ctx.Done(); done != nil {
 			if !mux.enterLockless(done) {
+				if skip && op.doRecv(uintptr(k.fd)) {
+					k.release() // the skipped try, before the shared way
+					return nil
+				}
 				k.release()
 				return c.waitContext(ctx, done, false, ow) // registers
 			}
