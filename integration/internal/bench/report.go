@@ -622,15 +622,15 @@ func mdPairs(rows []Row, goName string) string {
 	return sb.String()
 }
 
-// wakeCost returns the median user CPU time per message of lang with k
-// calls of mode, and whether it was measured.
-func (r *Report) wakeCost(lang, mode string, k int) (float64, bool) {
-	for _, c := range r.WakeCode {
+// wakeRow returns the measured configuration of lang with k calls of
+// mode (any mode when k is 0), or nil.
+func (r *Report) wakeRow(lang, mode string, k int) *WakeCost {
+	for i, c := range r.WakeCode {
 		if c.Lang == lang && (c.Mode == mode || k == 0) && c.K == k && len(c.UserUS) > 0 {
-			return median(c.UserUS), true
+			return &r.WakeCode[i]
 		}
 	}
-	return 0, false
+	return nil
 }
 
 func (r *Report) mdWakeCode(w func(string, ...any)) {
@@ -641,18 +641,12 @@ func (r *Report) mdWakeCode(w func(string, ...any)) {
 	w("| language | rounds | no calls: us/msg | %d repeated: us/msg | %d distinct: us/msg | ns per repeated call | ns per distinct call | spread (distinct) |\n|---|--:|--:|--:|--:|--:|--:|--:|\n", WakeK, WakeK)
 	per := map[string][2]float64{} // ns per repeated and per distinct call
 	for _, lang := range []string{"C", "Go"} {
-		none, ok0 := r.wakeCost(lang, "", 0)
-		rep, ok1 := r.wakeCost(lang, "repeated", WakeK)
-		dis, ok2 := r.wakeCost(lang, "distinct", WakeK)
-		if !ok0 || !ok1 || !ok2 {
+		r0, r1, r2 := r.wakeRow(lang, "", 0), r.wakeRow(lang, "repeated", WakeK), r.wakeRow(lang, "distinct", WakeK)
+		if r0 == nil || r1 == nil || r2 == nil {
 			continue
 		}
-		rounds, spread := 0, "-"
-		for _, c := range r.WakeCode {
-			if c.Lang == lang && c.Mode == "distinct" && c.K == WakeK {
-				rounds, spread = len(c.UserUS), fmtSpread(c.UserUS)
-			}
-		}
+		none, rep, dis := median(r0.UserUS), median(r1.UserUS), median(r2.UserUS)
+		rounds, spread := len(r2.UserUS), fmtSpread(r2.UserUS)
 		per[lang] = [2]float64{(rep - none) * 1000 / WakeK, (dis - none) * 1000 / WakeK}
 		w("| %s | %d | %s | %s | %s | %s | %s | %s |\n", lang, rounds, fmtNum(none), fmtNum(rep), fmtNum(dis),
 			fmtNum(per[lang][0]), fmtNum(per[lang][1]), spread)
