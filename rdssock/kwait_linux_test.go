@@ -1095,3 +1095,57 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 		t.Error("a read whose try found its message set waited")
 	}
 }
+
+// TestWaitedReadsSleepAtOnce: after a read that had to wait, the next
+// ReadMsg and the next ReadBatch go straight to the sleep in the receive
+// (kfd.blockRecv) without their try, and get the message that is there;
+// a batch whose deadline has passed makes the skipped try before the
+// deadline's error.
+func TestWaitedReadsSleepAtOnce(t *testing.T) {
+	defer setSleepLimits(time.Hour)()
+	a, b := pair(t)
+	buf := make([]byte, 16)
+	ms := []Message{{Buffer: make([]byte, 16)}, {Buffer: make([]byte, 16)}}
+	reads := []struct {
+		name string
+		read func() (string, error)
+	}{
+		{"ReadMsg", func() (string, error) {
+			n, _, _, _, err := b.ReadMsg(buf, nil)
+			return string(buf[:n]), err
+		}},
+		{"ReadBatch", func() (string, error) {
+			n, err := b.ReadBatch(context.Background(), ms, 0)
+			if err != nil || n != 1 {
+				return fmt.Sprintf("%d messages", n), err
+			}
+			return string(ms[0].Buffer[:ms[0].N]), err
+		}},
+	}
+	for _, r := range reads {
+		b.k.parked.Store(int64(time.Since(monoBase))) // no park due
+		b.k.waited.Store(true)
+		b.k.blockStart = -2
+		if _, err := a.WriteMsg([]byte(r.name), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.read(); err != nil || got != r.name {
+			t.Fatalf("%s = %q, %v", r.name, got, err)
+		}
+		if b.k.blockStart < 0 {
+			t.Errorf("%s after a read that waited made its try instead of sleeping in the receive at once", r.name)
+		}
+	}
+	b.k.waited.Store(true)
+	if _, err := a.WriteMsg([]byte("late"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	b.SetReadDeadline(time.Now().Add(-time.Second))
+	if got, err := reads[1].read(); err != nil || got != "late" {
+		t.Fatalf("ReadBatch with the deadline passed and a message there = %q, %v; want late", got, err)
+	}
+	b.k.waited.Store(true)
+	if _, err := reads[1].read(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadBatch with the deadline passed = %v, want os.ErrDeadlineExceeded", err)
+	}
+}

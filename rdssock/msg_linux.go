@@ -581,16 +581,11 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	// other way to wait either tries first or sleeps until the socket is
 	// readable, as a try would have found it; a wait that ends without
 	// its message (a passed deadline) or goes the shared way makes the
-	// skipped try before it goes on. Busy polling keeps the try.
-	skip := op != nil && k.waited.Load() && op.spin.limit == 0 && !op.dontWait
-	var ok bool
-	switch {
-	case skip:
-	case op != nil:
-		ok = op.doRecv(uintptr(k.fd))
-	default:
-		ok = ow.f(uintptr(k.fd))
-	}
+	// skipped try before it goes on. Busy polling keeps the try. A batch
+	// skips its recvmmsg the same way (its sleep is one recvmmsg that
+	// waits for the first message).
+	skip := k.waited.Load() && (op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
+	ok := !skip && tryRecv(op, ow, k.fd)
 	if ok {
 		k.release()
 		if k.waited.Load() {
@@ -606,7 +601,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	if ctx != nil {
 		if done := ctx.Done(); done != nil {
 			if !mux.enterLockless(done) {
-				if skip && op.doRecv(uintptr(k.fd)) {
+				if skip && tryRecv(op, ow, k.fd) {
 					k.release() // the skipped try, before the shared way
 					return nil
 				}
@@ -626,7 +621,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 		var done, park bool
 		k.blockStart = -1
 		done, park, err = k.soloSleep(op, bop, ow.f, false)
-		if skip && !park && (!done || err != nil) && op.doRecv(uintptr(k.fd)) {
+		if skip && !park && (!done || err != nil) && tryRecv(op, ow, k.fd) {
 			// The wait ended without its message (a deadline, or the
 			// shared way): the skipped try comes first.
 			done, err = true, nil
@@ -652,7 +647,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 			err = c.waitOn(ctx, mux, false, ow)
 		}
 	} else {
-		if skip && op.doRecv(uintptr(k.fd)) {
+		if skip && tryRecv(op, ow, k.fd) {
 			k.release()
 			if lockless {
 				mux.leaveLockless()
@@ -666,6 +661,15 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 		mux.leaveLockless()
 	}
 	return err
+}
+
+// tryRecv makes a read's try with MSG_DONTWAIT: op's, or if op is nil
+// ow's callback (a batch's).
+func tryRecv(op *msgOp, ow *opWait, fd int) bool {
+	if op != nil {
+		return op.doRecv(uintptr(fd))
+	}
+	return ow.f(uintptr(fd))
 }
 
 // pollErr normalises an error from the runtime poller: after Close it is
