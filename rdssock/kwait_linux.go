@@ -102,10 +102,11 @@ type kfd struct {
 	// the only P found no message (see onlyPSlice).
 	onlyPSkip atomic.Int32
 
-	// waited tells whether the socket's last read had to wait for its
-	// message, and blockStart (the solo read's only) when the last sleep
-	// in recvmsg began (since monoBase): see Conn.recvWait.
-	waited     atomic.Bool
+	// waits counts the socket's last reads that had to wait for their
+	// message, in a row, up to skipAfter; blockStart (the solo read's
+	// only) is when the last sleep in recvmsg began (since monoBase):
+	// see Conn.recvWait.
+	waits      atomic.Int32
 	blockStart int64
 }
 

@@ -1045,8 +1045,19 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "1" {
 		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
 	}
-	if !b.k.waited.Load() {
-		t.Fatal("a read that waited left waited unset")
+	if w := b.k.waits.Load(); w != 1 {
+		t.Fatalf("a read that waited left waits at %d, want 1", w)
+	}
+	// A second one in a row: the next read skips.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		a.WriteMsg([]byte("1"), nil, noAddr)
+	}()
+	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "1" {
+		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
+	}
+	if w := b.k.waits.Load(); w != skipAfter {
+		t.Fatalf("two reads that waited left waits at %d, want %d", w, skipAfter)
 	}
 	// The next read skips its try: the message is there, and the sleep
 	// in recvmsg returns it.
@@ -1058,7 +1069,7 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	}
 	// With the deadline passed, the skipped try is made before the
 	// deadline's error, as it is made first when nothing is skipped.
-	b.k.waited.Store(true)
+	b.k.waits.Store(skipAfter)
 	if _, err := a.WriteMsg([]byte("3"), nil, noAddr); err != nil {
 		t.Fatal(err)
 	}
@@ -1068,7 +1079,7 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	}
 	// The same with a context the socket does not watch yet, whose wait
 	// goes the shared way.
-	b.k.waited.Store(true)
+	b.k.waits.Store(skipAfter)
 	if _, err := a.WriteMsg([]byte("5"), nil, noAddr); err != nil {
 		t.Fatal(err)
 	}
@@ -1078,29 +1089,30 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 		t.Fatalf("ReadMsgContext with the deadline passed and a message there = %q, %v; want 5", buf[:n], err)
 	}
 	// Without a message, the deadline's error.
-	b.k.waited.Store(true)
+	b.k.waits.Store(skipAfter)
 	if _, _, _, _, err := b.ReadMsg(buf, nil); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("ReadMsg with the deadline passed = %v, want os.ErrDeadlineExceeded", err)
 	}
 	b.SetReadDeadline(time.Time{})
-	// A read whose try finds its message clears waited.
+	// A read whose try finds its message clears waits.
 	if _, err := a.WriteMsg([]byte("4"), nil, noAddr); err != nil {
 		t.Fatal(err)
 	}
-	b.k.waited.Store(false)
+	b.k.waits.Store(0)
 	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "4" {
 		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
 	}
-	if b.k.waited.Load() {
-		t.Error("a read whose try found its message set waited")
+	if w := b.k.waits.Load(); w != 0 {
+		t.Errorf("a read whose try found its message left waits at %d", w)
 	}
 }
 
-// TestWaitedReadsSleepAtOnce: after a read that had to wait, the next
-// ReadMsg and the next ReadBatch go straight to the sleep in the receive
-// (kfd.blockRecv) without their try, and get the message that is there;
-// a batch whose deadline has passed makes the skipped try before the
-// deadline's error.
+// TestWaitedReadsSleepAtOnce: after skipAfter reads in a row that had to
+// wait, the next ReadMsg and the next ReadBatch go straight to the sleep
+// in the receive (kfd.blockRecv) without their try, and get the message
+// that is there; after fewer they try first, as a receiver of a stream
+// should; a batch whose deadline has passed makes the skipped try before
+// the deadline's error.
 func TestWaitedReadsSleepAtOnce(t *testing.T) {
 	defer setSleepLimits(time.Hour)()
 	a, b := pair(t)
@@ -1124,7 +1136,7 @@ func TestWaitedReadsSleepAtOnce(t *testing.T) {
 	}
 	for _, r := range reads {
 		b.k.parked.Store(int64(time.Since(monoBase))) // no park due
-		b.k.waited.Store(true)
+		b.k.waits.Store(skipAfter)
 		b.k.blockStart = -2
 		if _, err := a.WriteMsg([]byte(r.name), nil, noAddr); err != nil {
 			t.Fatal(err)
@@ -1133,10 +1145,24 @@ func TestWaitedReadsSleepAtOnce(t *testing.T) {
 			t.Fatalf("%s = %q, %v", r.name, got, err)
 		}
 		if b.k.blockStart < 0 {
-			t.Errorf("%s after a read that waited made its try instead of sleeping in the receive at once", r.name)
+			t.Errorf("%s after %d reads that waited made its try instead of sleeping in the receive at once", r.name, skipAfter)
+		}
+		b.k.waits.Store(skipAfter - 1)
+		b.k.blockStart = -2
+		if _, err := a.WriteMsg([]byte(r.name), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := r.read(); err != nil || got != r.name {
+			t.Fatalf("%s = %q, %v", r.name, got, err)
+		}
+		if b.k.blockStart != -2 {
+			t.Errorf("%s after %d reads that waited slept in the receive instead of trying first", r.name, skipAfter-1)
+		}
+		if w := b.k.waits.Load(); w != 0 {
+			t.Errorf("%s whose try found its message left waits at %d", r.name, w)
 		}
 	}
-	b.k.waited.Store(true)
+	b.k.waits.Store(skipAfter)
 	if _, err := a.WriteMsg([]byte("late"), nil, noAddr); err != nil {
 		t.Fatal(err)
 	}
@@ -1144,7 +1170,7 @@ func TestWaitedReadsSleepAtOnce(t *testing.T) {
 	if got, err := reads[1].read(); err != nil || got != "late" {
 		t.Fatalf("ReadBatch with the deadline passed and a message there = %q, %v; want late", got, err)
 	}
-	b.k.waited.Store(true)
+	b.k.waits.Store(skipAfter)
 	if _, err := reads[1].read(); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("ReadBatch with the deadline passed = %v, want os.ErrDeadlineExceeded", err)
 	}
