@@ -671,9 +671,13 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 // not enough: a receiver of a stream waits once it has read all that was
 // queued, and by the time it reads again the next message is usually
 // there, where the sleep in recvmsg costs more than the try (the thread's
-// ID, its lock, a clock read). In the test VM, skipping after every wait
-// cost RDS/TCP oneway 64B 0.81 of the rate (rdsbench -ab, 8 rounds) and
-// gained RDMA WRITE 4KiB qd1 1.05.
+// ID, a system call, its lock, a clock read). Request/response and RDMA
+// at depth 1 wait on every read and skip from the third on. The rates
+// do not settle it: in 8-round A/B trials against no skipping (rdsbench
+// -ab), skipping after every wait gave rdscat's oneway 64B 0.81 of the
+// rate and RDMA WRITE 4KiB qd1 1.05; skipping after two, 0.88 (in a
+// run whose spread was 83-142%) and 0.97; what holds is the system
+// calls per message (perf stat; see the changelog).
 const skipAfter = 2
 
 // tryRecv makes a read's try with MSG_DONTWAIT: op's, or if op is nil
