@@ -1030,8 +1030,8 @@ func median(ds []time.Duration) time.Duration {
 	return ds[len(ds)/2]
 }
 
-// TestWaitedReadSkipsTheTry: a read of a socket whose last read had to
-// wait skips its try with MSG_DONTWAIT and sleeps in the receive at once
+// TestWaitedReadSkipsTheTry: a read of a socket whose last skipAfter
+// reads had to wait skips its try with MSG_DONTWAIT and sleeps in the receive at once
 // (Conn.recvWait), which returns a message that is there; and a message
 // that is there comes back as a try would have returned it, also when
 // the read deadline has passed.
