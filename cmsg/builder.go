@@ -36,17 +36,29 @@ func (b *Builder) Finish() ([]byte, error) { return b.buf, b.err }
 // next appends a zeroed message of Space(n) bytes with its header filled
 // in and returns its n data bytes, or nil after an error.
 func (b *Builder) next(level, typ int32, n int) []byte {
+	d := b.nextFilled(level, typ, n)
+	clear(d)
+	return d
+}
+
+// nextFilled is next for a caller that writes every one of the n data
+// bytes: only the padding after them is zeroed.
+func (b *Builder) nextFilled(level, typ int32, n int) []byte {
 	if b.err != nil {
 		return nil
 	}
 	sp := Space(n)
 	off := len(b.buf)
-	b.buf = slices.Grow(b.buf, sp)[:off+sp]
+	if cap(b.buf)-off < sp {
+		b.buf = slices.Grow(b.buf, sp)
+	}
+	b.buf = b.buf[:off+sp]
 	m := b.buf[off:]
-	clear(m)
-	putHdrLen(m, HeaderLen+n)
-	ne.PutUint32(m[offLevel:], uint32(level))
-	ne.PutUint32(m[offType:], uint32(typ))
+	h := (*[HeaderLen]byte)(m) // one length check for the header's fields
+	putHdrLen(h[:], HeaderLen+n)
+	ne.PutUint32(h[offLevel:], uint32(level))
+	ne.PutUint32(h[offType:], uint32(typ))
+	clear(m[HeaderLen+n:])
 	return m[HeaderLen : HeaderLen+n]
 }
 
@@ -59,7 +71,7 @@ func (b *Builder) fail(err error, level, typ int32, n int) {
 // Append adds a message with arbitrary level, type and data, such as one
 // this package has no method for.
 func (b *Builder) Append(level, typ int32, data []byte) {
-	if d := b.next(level, typ, len(data)); d != nil {
+	if d := b.nextFilled(level, typ, len(data)); d != nil {
 		copy(d, data)
 	}
 }
@@ -71,12 +83,14 @@ func putIOVec(d []byte, v IOVec) {
 
 // RDMAArgs adds RDS_CMSG_RDMA_ARGS (send; IB transport only).
 func (b *Builder) RDMAArgs(a RDMAArgs) {
-	d := b.next(LevelRDS, TypeRDMAArgs, rdmaArgsLen)
-	if d == nil {
+	m := b.nextFilled(LevelRDS, TypeRDMAArgs, rdmaArgsLen)
+	if m == nil {
 		return
 	}
+	d := (*[rdmaArgsLen]byte)(m) // one length check for every field
 	ne.PutUint64(d[offRDMACookie:], uint64(a.Cookie))
-	putIOVec(d[offRDMARemote:], a.Remote)
+	ne.PutUint64(d[offRDMARemote+offIovecAddr:], a.Remote.Addr)
+	ne.PutUint64(d[offRDMARemote+offIovecBytes:], a.Remote.Bytes)
 	ne.PutUint64(d[offRDMALocalVec:], a.LocalVecAddr)
 	ne.PutUint64(d[offRDMANrLocal:], a.NumLocal)
 	ne.PutUint64(d[offRDMAFlags:], uint64(a.Flags))
@@ -87,7 +101,7 @@ func (b *Builder) RDMAArgs(a RDMAArgs) {
 // to use as the destination of the peer's RDMA; on receive (what the
 // kernel attaches), the cookie the peer sent with the message.
 func (b *Builder) RDMADest(c Cookie) {
-	if d := b.next(LevelRDS, TypeRDMADest, rdmaDestLen); d != nil {
+	if d := b.nextFilled(LevelRDS, TypeRDMADest, rdmaDestLen); d != nil {
 		ne.PutUint64(d, uint64(c))
 	}
 }

@@ -430,8 +430,11 @@ func TestAppendRaw(t *testing.T) {
 // TestBuilderReusesDirtyBuffer checks that padding and unused fields are
 // zeroed when the buffer's spare capacity holds old bytes.
 func TestBuilderReusesDirtyBuffer(t *testing.T) {
-	dirty := bytes.Repeat([]byte{0xaa}, 256)
+	dirty := make([]byte, 256)
 	for _, c := range codecCases {
+		for i := range dirty {
+			dirty[i] = 0xaa // again for each case: the last one wrote zeros
+		}
 		b := NewBuilder(dirty[:0])
 		c.build(&b)
 		got, err := b.Finish()
