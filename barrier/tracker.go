@@ -406,6 +406,18 @@ func (t *Tracker) Complete(tok Token, s Status) bool {
 		return false
 	}
 	t.mu.Lock()
+	if sl := t.pendingSlotLocked(tok); sl != nil && sl.kind != kindSealed && s != TimedOut && t.cancels == 0 {
+		// The common case, a notice for a pending operation that covers
+		// nothing: completed and released at once, as completeLocked
+		// would, without its detours.
+		c := t.finishLocked(sl, tok, s)
+		t.mu.Unlock()
+		t.deliver(c)
+		if t.onRelease != nil {
+			t.onRelease(c)
+		}
+		return true
+	}
 	lane, seal, sealed := t.sealOfLocked(tok)
 	c, ok, r, released := t.completeLocked(tok, s)
 	if !sealed || !s.fromKernel() {
@@ -549,6 +561,11 @@ func (t *Tracker) completeLocked(tok Token, s Status) (c Completion, ok bool, r 
 		t.stats.Unmatched++
 		return
 	}
+	if s != TimedOut && t.cancels == 0 {
+		c = t.finishLocked(sl, tok, s)
+		return c, true, c, true
+	}
+	// Timed out, or a Cancel is running.
 	sl.status = s
 	keep, rel := sl.keep, sl.rel
 	sl.keep, sl.rel = nil, nil
@@ -556,30 +573,61 @@ func (t *Tracker) completeLocked(tok Token, s Status) (c Completion, ok bool, r 
 	ok = true
 	t.pending--
 	t.stats.Completed[s]++
-	for t.low < t.next && t.slots[uint64(t.low)&t.mask].status != Pending {
-		t.low++
+	t.advanceLowLocked()
+	// Reported, not released: the kernel may still use the memory.
+	h := held{tok: tok, status: s, freed: Pending, kind: sl.kind, lane: sl.lane, epoch: sl.epoch, keep: keep, rel: rel}
+	if s != TimedOut {
+		h.freed = s // released when the running Cancel returns
 	}
-	if s == TimedOut || t.cancels > 0 {
-		// Reported, not released: the kernel may still use the memory.
-		h := held{tok: tok, status: s, freed: Pending, kind: sl.kind, lane: sl.lane, epoch: sl.epoch, keep: keep, rel: rel}
-		if s != TimedOut {
-			h.freed = s // released when the running Cancel returns
-		}
-		if len(t.held) == 0 || tok < t.heldMin {
-			t.heldMin = tok
-		}
-		t.held = append(t.held, h)
-		t.stats.Quarantined = len(t.held)
-	} else {
-		if rel != nil {
-			rel.Release(c)
-		}
-		r, released = c, true
+	if len(t.held) == 0 || tok < t.heldMin {
+		t.heldMin = tok
 	}
+	t.held = append(t.held, h)
+	t.stats.Quarantined = len(t.held)
 	if len(t.waiters) > 0 {
 		t.wakeLocked()
 	}
 	return
+}
+
+// pendingSlotLocked returns the slot of tok if tok is pending there, else
+// nil.
+func (t *Tracker) pendingSlotLocked(tok Token) *slot {
+	if tok == 0 || tok >= t.next {
+		return nil
+	}
+	if sl := &t.slots[uint64(tok)&t.mask]; sl.tok == tok && sl.status == Pending {
+		return sl
+	}
+	return nil
+}
+
+// finishLocked gives the pending operation tok in slot sl its final
+// status s, which lets the kernel's hold on its memory go (not TimedOut,
+// and no Cancel running): it releases the operation, wakes the waiters it
+// satisfies, and returns its completion, which is also the release's.
+func (t *Tracker) finishLocked(sl *slot, tok Token, s Status) Completion {
+	sl.status = s
+	keep, rel := sl.keep, sl.rel
+	sl.keep, sl.rel = nil, nil
+	c := Completion{Token: tok, Status: s, Keep: keep}
+	t.pending--
+	t.stats.Completed[s]++
+	t.advanceLowLocked()
+	if rel != nil {
+		rel.Release(c)
+	}
+	if len(t.waiters) > 0 {
+		t.wakeLocked()
+	}
+	return c
+}
+
+// advanceLowLocked moves t.low past the operations no longer pending.
+func (t *Tracker) advanceLowLocked() {
+	for t.low < t.next && t.slots[uint64(t.low)&t.mask].status != Pending {
+		t.low++
+	}
 }
 
 // heldIndex returns the index of tok in the quarantine, or -1.
