@@ -217,3 +217,7 @@ func expectRead(t *testing.T, what string, got <-chan readResult, msg string, wa
 		t.Fatalf("%s: still waiting after 5s", what)
 	}
 }
+
+// ConnForTest wraps fd, a blocking socket, in a Conn for the package's
+// external tests (TestInstrRDMA).
+func ConnForTest(fd int) *Conn { return newConn(newKfd(fd)) }

@@ -37,6 +37,17 @@
 // same pace. Only the instructions within the send call are counted
 // (callgrind --toggle-collect on sendmsg, or on rdssock's writeMsg, which
 // both Go calls run), so the pacing between sends is not.
+//
+// A third table (-rdma) counts an RDMA WRITE with immediate data issued
+// the documented way, on the same pair, the C receiver draining it (the
+// socket carries the message and ignores the RDS control data): the C
+// stress baseline's issue (recvwait.c's issue_rdma: RDS_CMSG_RDMA_ARGS
+// built, sendmsg), rdmaops' Do, and Do with the rest of the operation's
+// user-space life, its completion notice handed to HandleControl as a
+// read would and a Wait that finds it complete (rdssock's TestInstrRDMA,
+// counting only within its oneRDMA). The read that brings the notice is
+// the first table's. The Go side runs with GOMAXPROCS=1, so that no other
+// thread of the runtime runs while the count is on.
 package main
 
 import (
@@ -67,16 +78,17 @@ var (
 	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver and sender")
 	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
 	flagSends = flag.Bool("sends", true, "also count the instructions inside one send that needs no wait: C's sendmsg, WriteMsg and WriteMsgContext")
+	flagRDMA  = flag.Bool("rdma", true, "also count an RDMA operation: C building RDS_CMSG_RDMA_ARGS and sending it, rdmaops' Do, and Do with its notice's handling")
 )
 
 // receiver is one way of receiving, or of sending, that is counted.
 type receiver struct {
 	name string
 	cmd  func(n int) *exec.Cmd
-	// For a sender: the function whose instructions alone are counted
+	// For a sender: the functions whose instructions alone are counted
 	// (callgrind --toggle-collect), so that the pacing between sends is
 	// not; the other end of the pair is drained by the C receiver.
-	send string
+	send []string
 }
 
 func main() {
@@ -140,7 +152,40 @@ func main() {
 		fmt.Println()
 		table(dir, helper, fmt.Sprintf(sendTable, *flagN1, *flagN2, *flagUsec, *flagReps), "sender", "s", senders(helper, testBin))
 	}
+	if *flagRDMA {
+		fmt.Println()
+		table(dir, helper, fmt.Sprintf(rdmaTable, *flagN1, *flagN2, *flagUsec, *flagReps), "issuer", "d", issuers(helper, testBin))
+	}
 }
+
+// issuers are the RDMA operations counted: the C stress baseline's
+// (cbaseline/recvwait.c's issue_rdma, as rdsstress.c issues one), and
+// rdmaops' Do, alone and with the handling of the operation's notice
+// (rdssock's TestInstrRDMA).
+func issuers(helper, testBin string) []receiver {
+	goSide := func(n int) *exec.Cmd {
+		c := exec.Command(testBin, "-test.run", "^TestInstrRDMA$", "-test.count=1")
+		c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "GOMAXPROCS=1", "RDSINSTR_N="+strconv.Itoa(n), "RDSINSTR_USEC="+strconv.Itoa(*flagUsec))
+		return c
+	}
+	return []receiver{{
+		name: "C: RDS_CMSG_RDMA_ARGS built, sendmsg",
+		cmd: func(n int) *exec.Cmd {
+			return exec.Command(helper, "rdma", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
+		},
+		send: []string{"issue_rdma"},
+	}, {
+		name: "Go: rdmaops Conn.Do",
+		cmd:  goSide,
+		send: []string{"*rdmaops.(?Conn).Do"},
+	}, {
+		name: "Go: Do, its notice through HandleControl, Wait",
+		cmd:  goSide,
+		send: []string{"*rdssock_test.oneRDMA"},
+	}}
+}
+
+const rdmaTable = "user-space instructions per RDMA WRITE of 4 KiB with 16 bytes of immediate data (callgrind, counting only within C's issue_rdma, or rdmaops' Do, HandleControl's walk of the notice and a Wait that finds the operation complete, without the read that brings the notice; %d and %d operations, one every %dµs; median of %d)"
 
 // senders are the sends counted: the C stress baseline's sendmsg and
 // rdssock's WriteMsg, with and without a context.
@@ -150,7 +195,7 @@ func senders(helper, testBin string) []receiver {
 		cmd: func(n int) *exec.Cmd {
 			return exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
 		},
-		send: "sendmsg",
+		send: []string{"sendmsg"},
 	}}
 	for _, m := range []string{"write", "writecancel"} {
 		rs = append(rs, receiver{name: sendModeNames[m], cmd: func(n int) *exec.Cmd {
@@ -158,7 +203,7 @@ func senders(helper, testBin string) []receiver {
 			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_MODE="+m,
 				"RDSINSTR_N="+strconv.Itoa(n), "RDSINSTR_USEC="+strconv.Itoa(*flagUsec))
 			return c
-		}, send: "*rdssock.(?Conn).writeMsg"})
+		}, send: []string{"*rdssock.(?Conn).writeMsg"}})
 	}
 	return rs
 }
@@ -232,10 +277,12 @@ func count(r receiver, n int, helper, out string) (int64, error) {
 	peerEnd, measuredEnd := senderEnd, recvEnd
 	peer := exec.Command(helper, "send", "3", strconv.Itoa(n), strconv.Itoa(*flagUsec))
 	args := []string{"--tool=callgrind", "--callgrind-out-file=" + out}
-	if r.send != "" {
+	if len(r.send) > 0 {
 		peerEnd, measuredEnd = recvEnd, senderEnd
 		peer = exec.Command(helper, "recv", "3", strconv.Itoa(n))
-		args = append(args, "--toggle-collect="+r.send)
+		for _, f := range r.send {
+			args = append(args, "--toggle-collect="+f)
+		}
 	}
 	peer.ExtraFiles = []*os.File{peerEnd}
 	peer.Stderr = os.Stderr

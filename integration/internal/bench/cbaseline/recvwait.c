@@ -8,6 +8,12 @@
  *   recvwait recv FD N        receives N messages on FD the way the C stress
  *                             baseline (rdsstress.c) waits: ppoll, then
  *                             recvmsg with MSG_DONTWAIT until EAGAIN
+ *   recvwait rdma FD N USEC   issues N RDMA WRITEs with 16 bytes of
+ *                             immediate data on FD, one every USEC
+ *                             microseconds, each in issue_rdma: the
+ *                             RDS_CMSG_RDMA_ARGS built and sent with
+ *                             sendmsg as rdsstress.c does (an AF_UNIX socket
+ *                             ignores control messages of other levels)
  *
  * The sockets are an AF_UNIX SOCK_SEQPACKET pair made by rdsinstr: the
  * user-space work per message is what is counted, and it does not depend
@@ -15,6 +21,8 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/rds.h>
+#include <stdint.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +41,58 @@ static int send_paced(int fd, long n, long usec)
 		struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
 		if (sendmsg(fd, &m, 0) < 0) {
 			perror("recvwait: sendmsg");
+			return 1;
+		}
+	}
+	return 0;
+}
+
+#ifndef SOL_RDS
+#define SOL_RDS 276
+#endif
+
+/* issue_rdma is one operation of the C stress baseline's active side
+ * (rdsstress.c, active_issue), the function rdsinstr counts: kept whole
+ * and under its own name. */
+int issue_rdma(int fd, uint64_t cookie, struct rds_iovec *lvec, char *imm, uint64_t token);
+__attribute__((noinline, noclone)) int issue_rdma(int fd, uint64_t cookie, struct rds_iovec *lvec, char *imm, uint64_t token)
+{
+	struct iovec iov = {.iov_base = imm, .iov_len = 16};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(struct rds_rdma_args))];
+		struct cmsghdr align;
+	} ctl;
+	struct rds_rdma_args args = {
+		.cookie = cookie,
+		.remote_vec = {.addr = 0, .bytes = lvec->bytes},
+		.local_vec_addr = (uint64_t)(uintptr_t)lvec,
+		.nr_local = 1,
+		.flags = RDS_RDMA_READWRITE | RDS_RDMA_NOTIFY_ME,
+		.user_token = token,
+	};
+	memset(&ctl, 0, sizeof(ctl));
+	struct cmsghdr *c = (struct cmsghdr *)ctl.buf;
+	c->cmsg_level = SOL_RDS;
+	c->cmsg_type = RDS_CMSG_RDMA_ARGS;
+	c->cmsg_len = CMSG_LEN(sizeof(args));
+	memcpy(CMSG_DATA(c), &args, sizeof(args));
+	m.msg_control = ctl.buf;
+	m.msg_controllen = sizeof(ctl.buf);
+	memcpy(imm, &token, sizeof(token));
+	return sendmsg(fd, &m, 0) < 0 ? -1 : 0;
+}
+
+static int rdma_paced(int fd, long n, long usec)
+{
+	static char mem[4096];
+	char imm[16] = {0};
+	struct rds_iovec lvec = {.addr = (uint64_t)(uintptr_t)mem, .bytes = sizeof(mem)};
+	for (long i = 0; i < n; i++) {
+		struct timespec ts = {usec / 1000000, (usec % 1000000) * 1000};
+		nanosleep(&ts, NULL);
+		if (issue_rdma(fd, 1234, &lvec, imm, (uint64_t)i + 1) < 0) {
+			perror("recvwait: sendmsg(RDS_CMSG_RDMA_ARGS)");
 			return 1;
 		}
 	}
@@ -76,6 +136,8 @@ int main(int argc, char **argv)
 		return send_paced(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
 	if (argc == 4 && strcmp(argv[1], "recv") == 0)
 		return recv_all(atoi(argv[2]), atol(argv[3]));
-	fprintf(stderr, "usage: recvwait send FD N USEC | recvwait recv FD N\n");
+	if (argc == 5 && strcmp(argv[1], "rdma") == 0)
+		return rdma_paced(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
+	fprintf(stderr, "usage: recvwait send FD N USEC | recvwait recv FD N | recvwait rdma FD N USEC\n");
 	return 2;
 }
