@@ -578,23 +578,22 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	// goes straight to the solo read's sleep in recvmsg, which returns a
 	// message that is there at once: the try with MSG_DONTWAIT would most
 	// likely find nothing, and in the test VM such a recvmsg costs 5-8 us
-	// of CPU time. Every
-	// other way to wait either tries first or sleeps until the socket is
-	// readable, as a try would have found it; a wait that ends without
-	// its message (a passed deadline) or goes the shared way makes the
-	// skipped try before it goes on. Busy polling keeps the try. A batch
-	// skips its recvmmsg the same way (its sleep is one recvmmsg that
-	// waits for the first message).
-	skip := k.waits.Load() >= skipAfter && (op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
-	ok := !skip && tryRecv(op, ow, k.fd)
-	if ok {
+	// of CPU time. Every other way to wait either tries first or sleeps
+	// until the socket is readable, as a try would have found it; a wait
+	// that ends without its message (a passed deadline) or goes the shared
+	// way makes the skipped try before it goes on. Busy polling keeps the
+	// try. A batch skips its recvmmsg the same way (its sleep is one
+	// recvmmsg that waits for the first message).
+	w := k.waits.Load()
+	skip := w >= skipAfter && (op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
+	if !skip && tryRecv(op, ow, k.fd) {
 		k.release()
-		if k.waits.Load() != 0 {
+		if w != 0 {
 			k.waits.Store(0)
 		}
 		return nil
 	}
-	if w := k.waits.Load(); w < skipAfter {
+	if w < skipAfter {
 		k.waits.Store(w + 1)
 	}
 	mux := &c.readDeadline
