@@ -103,11 +103,9 @@ type kfd struct {
 	onlyPSkip atomic.Int32
 
 	// waits counts the socket's last reads that had to wait for their
-	// message, in a row, up to skipAfter; blockStart (the solo read's
-	// only) is when the last sleep in recvmsg began (since monoBase):
-	// see Conn.recvWait.
-	waits      atomic.Int32
-	blockStart int64
+	// message, in a row; from skipAfter on it goes round probeEvery
+	// values (see Conn.recvWait).
+	waits atomic.Int32
 }
 
 // kwaiter is one waiting call's state: the eventfd that wakes its ppoll,
@@ -225,9 +223,10 @@ func sleepFor(n int32, procs int, rest, until time.Duration) (time.Duration, boo
 // goroutines, a sender waiting for room that the reader makes). With
 // more Ps it does nothing and reports true.
 func yieldOnlyP(procs int) bool {
-	if procs != 1 {
-		return true
-	}
+	return procs != 1 || yieldTheOnlyP() // the test inline, the rest not
+}
+
+func yieldTheOnlyP() bool {
 	idleWaiters.Add(1)
 	runtime.Gosched()
 	return idleWaiters.Add(-1) == 0
@@ -578,7 +577,6 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 		// the only P it is the whole sleep (see onlyPSlice).
 		if (op != nil || bop != nil) && !blocked && (!lastP || p == 1) && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load() {
 			blocked = true
-			k.blockStart = now
 			got, slept := k.blockRecv(op, bop, now)
 			kernelWaiters.Add(-1)
 			rest -= slept
@@ -666,8 +664,13 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp, start int64) (got bool, slept t
 	}
 	var e unix.Errno
 	received := false // a receive ran
+	// The deadline is measured from start, the caller's clock reading of
+	// a few microseconds ago, which saves a reading per wait: a deadline
+	// set meanwhile is seen here at most that much late, against a sleep
+	// that the kernel rounds up to its tick.
+	now := time.Duration(start)
 	for {
-		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-time.Since(monoBase) < blockBound() {
+		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-now < blockBound() {
 			break
 		}
 		received = true
@@ -683,6 +686,7 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp, start int64) (got bool, slept t
 		if e != unix.EINTR {
 			break
 		}
+		now = time.Since(monoBase)
 	}
 	k.blockTid.Store(0)
 	runtime.UnlockOSThread()
@@ -1032,9 +1036,3 @@ func kernelSocket(netns int) (int, error) {
 	r := <-ch
 	return r.fd, r.err
 }
-
-// blockWaited is how long a sleep in recvmsg that returned a message must
-// have taken to count as a wait (see Conn.recvWait): in the test VM a
-// recvmsg that finds its message takes a few microseconds, a round trip
-// 50 us or more.
-const blockWaited = 30 * time.Microsecond

@@ -1110,9 +1110,11 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 // TestWaitedReadsSleepAtOnce: after skipAfter reads in a row that had to
 // wait, the next ReadMsg and the next ReadBatch go straight to the sleep
 // in the receive (kfd.blockRecv) without their try, and get the message
-// that is there; after fewer they try first, as a receiver of a stream
-// should; a batch whose deadline has passed makes the skipped try before
-// the deadline's error.
+// that is there, which leaves the run of waits going; after fewer, and
+// as the run's probe (every probeEvery-th), they try first, as a receiver
+// of a stream should, and a try that finds its message ends the run; a
+// batch whose deadline has passed makes the skipped try before the
+// deadline's error.
 func TestWaitedReadsSleepAtOnce(t *testing.T) {
 	defer setSleepLimits(time.Hour)()
 	a, b := pair(t)
@@ -1134,32 +1136,31 @@ func TestWaitedReadsSleepAtOnce(t *testing.T) {
 			return string(ms[0].Buffer[:ms[0].N]), err
 		}},
 	}
+	// A message is there for each read: one that tries first finds it
+	// and ends the run (waits 0); one that skips its try gets it from the
+	// sleep in the receive, which counts as a wait.
+	cases := []struct {
+		waits, after int32
+		what         string
+	}{
+		{skipAfter, skipAfter + 1, "after skipAfter reads that waited made its try instead of sleeping in the receive at once"},
+		{skipAfter + probeEvery - 2, skipAfter + probeEvery - 1, "before the run's probe made its try"},
+		{skipAfter + probeEvery - 1, 0, "as the run's probe slept in the receive instead of trying first"},
+		{skipAfter - 1, 0, "after fewer than skipAfter reads that waited slept in the receive instead of trying first"},
+	}
 	for _, r := range reads {
-		b.k.parked.Store(int64(time.Since(monoBase))) // no park due
-		b.k.waits.Store(skipAfter)
-		b.k.blockStart = -2
-		if _, err := a.WriteMsg([]byte(r.name), nil, noAddr); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := r.read(); err != nil || got != r.name {
-			t.Fatalf("%s = %q, %v", r.name, got, err)
-		}
-		if b.k.blockStart < 0 {
-			t.Errorf("%s after %d reads that waited made its try instead of sleeping in the receive at once", r.name, skipAfter)
-		}
-		b.k.waits.Store(skipAfter - 1)
-		b.k.blockStart = -2
-		if _, err := a.WriteMsg([]byte(r.name), nil, noAddr); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := r.read(); err != nil || got != r.name {
-			t.Fatalf("%s = %q, %v", r.name, got, err)
-		}
-		if b.k.blockStart != -2 {
-			t.Errorf("%s after %d reads that waited slept in the receive instead of trying first", r.name, skipAfter-1)
-		}
-		if w := b.k.waits.Load(); w != 0 {
-			t.Errorf("%s whose try found its message left waits at %d", r.name, w)
+		for _, c := range cases {
+			b.k.parked.Store(int64(time.Since(monoBase))) // no park due
+			b.k.waits.Store(c.waits)
+			if _, err := a.WriteMsg([]byte(r.name), nil, noAddr); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := r.read(); err != nil || got != r.name {
+				t.Fatalf("%s = %q, %v", r.name, got, err)
+			}
+			if w := b.k.waits.Load(); w != c.after {
+				t.Errorf("%s with waits at %d %s: waits %d, want %d", r.name, c.waits, c.what, w, c.after)
+			}
 		}
 	}
 	b.k.waits.Store(skipAfter)

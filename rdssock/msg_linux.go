@@ -578,14 +578,18 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	// goes straight to the solo read's sleep in recvmsg, which returns a
 	// message that is there at once: the try with MSG_DONTWAIT would most
 	// likely find nothing, and in the test VM such a recvmsg costs 5-8 us
-	// of CPU time. Every other way to wait either tries first or sleeps
+	// of CPU time. Every probeEvery-th such read tries first all the same,
+	// and if it finds its message the run of waits is over: a receiver
+	// whose messages now come faster than it reads them goes back to
+	// trying. Every other way to wait either tries first or sleeps
 	// until the socket is readable, as a try would have found it; a wait
 	// that ends without its message (a passed deadline) or goes the shared
 	// way makes the skipped try before it goes on. Busy polling keeps the
 	// try. A batch skips its recvmmsg the same way (its sleep is one
 	// recvmmsg that waits for the first message).
 	w := k.waits.Load()
-	skip := w >= skipAfter && (op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
+	skip := w >= skipAfter && (w-skipAfter)%probeEvery != probeEvery-1 &&
+		(op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
 	if !skip && tryRecv(op, ow, k.fd) {
 		k.release()
 		if w != 0 {
@@ -593,9 +597,10 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 		}
 		return nil
 	}
-	if w < skipAfter {
-		k.waits.Store(w + 1)
+	if w++; w >= skipAfter+probeEvery {
+		w = skipAfter // the probe found nothing: a new round
 	}
+	k.waits.Store(w)
 	mux := &c.readDeadline
 	lockless := false
 	if ctx != nil {
@@ -620,16 +625,11 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	var err error
 	if k.soloBusy.CompareAndSwap(false, true) {
 		var done, park bool
-		k.blockStart = -1
 		done, park, err = k.soloSleep(op, bop, ow.f, false)
 		if skip && !park && (!done || err != nil) && tryRecv(op, ow, k.fd) {
 			// The wait ended without its message (a deadline, or the
 			// shared way): the skipped try comes first.
 			done, err = true, nil
-		}
-		if skip && done && err == nil && k.blockStart >= 0 && time.Duration(int64(time.Since(monoBase))-k.blockStart) < blockWaited {
-			// The message was there: the next read tries first.
-			k.waits.Store(0)
 		}
 		k.soloBusy.Store(false)
 		k.release()
@@ -670,14 +670,22 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 // not enough: a receiver of a stream waits once it has read all that was
 // queued, and by the time it reads again the next message is usually
 // there, where the sleep in recvmsg costs more than the try (the thread's
-// ID, a system call, its lock, a clock read). Request/response and RDMA
-// at depth 1 wait on every read and skip from the third on. The rates
-// do not settle it: in 8-round A/B trials against no skipping (rdsbench
-// -ab), skipping after every wait gave rdscat's oneway 64B 0.81 of the
-// rate and RDMA WRITE 4KiB qd1 1.05; skipping after two, 0.88 (in a
-// run whose spread was 83-142%) and 0.97; what holds is the system
-// calls per message (perf stat; see the changelog).
-const skipAfter = 2
+// ID, a system call, its lock). Request/response and RDMA at depth 1 wait
+// on every read and skip from the third on. The rates do not settle it: in
+// 8-round A/B trials against no skipping (rdsbench -ab), skipping after
+// every wait gave rdscat's oneway 64B 0.81 of the rate and RDMA WRITE 4KiB
+// qd1 1.05; skipping after two, 0.88 (in a run whose spread was 83-142%)
+// and 0.97; what holds is the system calls per message (perf stat; see
+// the changelog).
+//
+// probeEvery is how often a read in such a run tries first all the same:
+// a try that finds its message ends the run. It replaces a clock read
+// around every sleep, which told whether the sleep had found its message
+// at once.
+const (
+	skipAfter  = 2
+	probeEvery = 8
+)
 
 // tryRecv makes a read's try with MSG_DONTWAIT: op's, or if op is nil
 // ow's callback (a batch's).
