@@ -221,3 +221,7 @@ func expectRead(t *testing.T, what string, got <-chan readResult, msg string, wa
 // ConnForTest wraps fd, a blocking socket, in a Conn for the package's
 // external tests (TestInstrRDMA).
 func ConnForTest(fd int) *Conn { return newConn(newKfd(fd)) }
+
+// NoParkForTest keeps every wait from parking in the runtime poller every
+// parkWall, as TestInstrReadWait does with RDSINSTR_NOPARK.
+func NoParkForTest() { parkWall = time.Hour }

@@ -57,6 +57,63 @@ func TestInstrRDMA(t *testing.T) {
 	}
 }
 
+// TestInstrRDMARead is the Go side of integration/cmd/rdsinstr's count of
+// a read through rdmaops (mode rdmaops), the passive side of an RDMA
+// program reading immediate data: with RDSINSTR_N set it reads that many
+// 64-byte messages from fd 3 with rdmaops.Conn.ReadMsg and a context with
+// a deadline, as TestInstrReadWait reads with rdssock. Run plainly, it
+// checks that over a pair of its own, fed by a paced goroutine.
+func TestInstrRDMARead(t *testing.T) {
+	if n, _ := strconv.Atoi(os.Getenv("RDSINSTR_N")); n > 0 {
+		if os.Getenv("RDSINSTR_NOPARK") != "" {
+			rdssock.NoParkForTest()
+		}
+		readRDMAWaiting(t, 3, n)
+		return
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[1])
+	const n = 20
+	sent := make(chan error, 1)
+	go func() {
+		msg := make([]byte, 64)
+		for range n {
+			time.Sleep(300 * time.Microsecond) // the reader waits for each
+			if _, err := unix.Write(fds[1], msg); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	readRDMAWaiting(t, fds[0], n)
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readRDMAWaiting reads n 64-byte messages from fd, which it closes, with
+// rdmaops.Conn.ReadMsg (see TestInstrRDMARead).
+func readRDMAWaiting(t *testing.T, fd, n int) {
+	t.Helper()
+	if err := unix.SetNonblock(fd, false); err != nil { // blocking, as the package makes them
+		t.Fatalf("fd %d: %v", fd, err)
+	}
+	c := rdmaops.New(rdssock.ConnForTest(fd), nil, nil)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	buf := make([]byte, 128)
+	for i := range n {
+		if m, err := c.ReadMsg(ctx, buf, nil); err != nil || m.N != 64 {
+			t.Fatalf("message %d of %d: %d bytes, %v", i, n, m.N, err)
+		}
+	}
+}
+
 // issueRDMA issues n operations on fd, which it closes (see TestInstrRDMA).
 func issueRDMA(t *testing.T, fd, n int, pace time.Duration) {
 	t.Helper()

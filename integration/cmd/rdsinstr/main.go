@@ -15,7 +15,9 @@
 // -usec, slowly enough that the receiver waits for each. The receiver,
 // under callgrind, is either the C loop of the stress baseline (ppoll,
 // then recvmsg until EAGAIN) or rdssock's TestInstrReadWait reading with
-// ReadMsg, ReadMsgContext or ReadBatch (-modes), or making the C loop's system calls
+// ReadMsg, ReadMsgContext or ReadBatch (-modes), or TestInstrRDMARead
+// reading with rdmaops' Conn.ReadMsg, as the passive side of an RDMA
+// program reads immediate data, or making the C loop's system calls
 // raw from Go: the floor, what Go itself costs without rdssock. Each
 // receiver runs twice, for -n1 and for -n2 messages; the difference
 // divided by n2-n1 is the count per message, free of start-up costs.
@@ -73,7 +75,7 @@ var (
 	flagN2    = flag.Int("n2", 4000, "messages in the longer run")
 	flagUsec  = flag.Int("usec", 150, "microseconds between two messages of the sender")
 	flagPark  = flag.Bool("park", true, "let the Go reader park in the runtime poller about every 8 ms, as it does in use (false: never; then sysmon preempts it every 10 ms instead)")
-	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout,batch", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, ReadBatch (batch), or the floor (raw system calls, no rdssock)")
+	flagModes = flag.String("modes", "floor,nil,background,cancel,timeout,batch,rdmaops", "Go reads to count: ReadMsg (nil), ReadMsgContext with a background, cancelable or timeout context, ReadBatch (batch), rdmaops' Conn.ReadMsg with a timeout context (rdmaops), or the floor (raw system calls, no rdssock)")
 	flagReps  = flag.Int("reps", 3, "runs of each count; the median is shown")
 	flagTop   = flag.Int("top", 0, "also show the N functions costing most per message in each receiver and sender")
 	flagKeep  = flag.String("keep", "", "directory for the callgrind files (default: a temporary one, removed)")
@@ -137,10 +139,14 @@ func main() {
 		m = strings.TrimSpace(m)
 		name, ok := modeNames[m]
 		if !ok {
-			fatalf("-modes: unknown mode %q (want floor, nil, background, cancel, timeout)", m)
+			fatalf("-modes: unknown mode %q (want floor, nil, background, cancel, timeout, batch, rdmaops)", m)
+		}
+		test := "^TestInstrReadWait$"
+		if m == "rdmaops" {
+			test = "^TestInstrRDMARead$"
 		}
 		receivers = append(receivers, receiver{name: name, cmd: func(n int) *exec.Cmd {
-			c := exec.Command(testBin, "-test.run", "^TestInstrReadWait$", "-test.count=1")
+			c := exec.Command(testBin, "-test.run", test, "-test.count=1")
 			c.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1", "RDSINSTR_NOPARK="+noPark(),
 				"RDSINSTR_MODE="+m, "RDSINSTR_N="+strconv.Itoa(n))
 			return c
@@ -264,6 +270,7 @@ var modeNames = map[string]string{
 	"timeout":    "Go: ReadMsgContext, context with a deadline",
 	"batch":      "Go: ReadBatch of up to 16, cancelable context",
 	"floor":      "Go floor: the C loop as raw system calls, no rdssock",
+	"rdmaops":    "Go: rdmaops Conn.ReadMsg, context with a deadline",
 }
 
 // count runs receiver r under callgrind for n messages from a paced
