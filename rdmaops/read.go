@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
 	"sync/atomic"
@@ -112,9 +111,13 @@ func (c *Conn) ownDeadlinePassed(ctx context.Context, err error) bool {
 }
 
 // awaitRead waits for the reading role for ReadMsg (counted in want, so
-// that a waiter holding it gives way) until done is closed; it reports
-// whether it got it.
-func (c *Conn) awaitRead(done <-chan struct{}) bool {
+// that a waiter holding it gives way) until ctx (which may be nil) is
+// done; it reports whether it got it.
+func (c *Conn) awaitRead(ctx context.Context) bool {
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
 	c.wantAdd(1)
 	defer c.wantAdd(-1)
 	c.rd.queued.Add(1)
@@ -162,11 +165,7 @@ func (c *Conn) release() {
 // once the socket has seen it on a few calls; one made for each call
 // (context.WithTimeout around every read) allocates each time.
 func (c *Conn) ReadMsg(ctx context.Context, b, oob []byte) (Msg, error) {
-	var done <-chan struct{}
-	if ctx != nil {
-		done = ctx.Done()
-	}
-	if !c.tryRead() && !c.awaitRead(done) {
+	if !c.tryRead() && !c.awaitRead(ctx) {
 		return Msg{}, ctx.Err()
 	}
 	m, err := c.readMsgLocked(ctx, b, oob)
@@ -237,11 +236,16 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 // malformed one) and returns an announced cookie; other reports control
 // messages of other kinds.
 func (c *Conn) handle(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, other bool, err error) {
+	if len(oob) == 0 {
+		return // a data message alone
+	}
 	p := cmsg.NewParser(oob)
 	for {
 		m, perr := p.Next()
 		if perr != nil {
-			if perr != io.EOF && err == nil {
+			// Past io.EOF, Next's errors are *cmsg.Error: a type check
+			// costs less than comparing with io.EOF, a runtime call.
+			if _, bad := perr.(*cmsg.Error); bad && err == nil {
 				err = perr
 			}
 			return dest, hasDest, notices, other, err
@@ -268,7 +272,15 @@ func (c *Conn) handle(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, 
 	}
 }
 
+// signalDrained leaves a token on drained for a waiter that waits for a
+// data message to be taken, unless one is there already.
 func (c *Conn) signalDrained() {
+	if len(c.rd.drained) == 0 {
+		c.sendDrained()
+	}
+}
+
+func (c *Conn) sendDrained() {
 	select {
 	case c.rd.drained <- struct{}{}:
 	default:

@@ -3,6 +3,7 @@
 package rdmaops
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,7 @@ import (
 
 // TestReadingRoleHandOff: goroutines that find the reading role taken
 // wait for it and get it in turn; none is left waiting while it is free,
-// and one whose done channel closes gives up.
+// and one whose context ends gives up.
 func TestReadingRoleHandOff(t *testing.T) {
 	c := &Conn{}
 	c.rd.init()
@@ -24,7 +25,7 @@ func TestReadingRoleHandOff(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
 				if !c.tryRead() && !c.awaitRead(nil) {
-					t.Error("awaitRead without a done channel gave up")
+					t.Error("awaitRead without a context gave up")
 					return
 				}
 				mu.Lock()
@@ -52,14 +53,14 @@ func TestReadingRoleHandOff(t *testing.T) {
 		t.Errorf("after the turns: queued %d, want %d, busy %v", c.rd.queued.Load(), c.wantLoad(), c.rd.busy.Load())
 	}
 
-	// Held: a waiter whose done channel closes gives up.
+	// Held: a waiter whose context ends gives up.
 	if !c.tryRead() {
 		t.Fatal("the free role could not be taken")
 	}
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	got := make(chan bool)
-	go func() { got <- c.awaitRead(done) }()
-	close(done)
+	go func() { got <- c.awaitRead(ctx) }()
+	cancel()
 	if <-got {
 		t.Error("awaitRead got the role while it was held")
 	}
