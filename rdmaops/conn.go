@@ -309,25 +309,42 @@ func (c *Conn) putScratch(s *scratch) {
 }
 
 // reusable keeps released values of a per-operation kind for reuse: the
-// last one released in an atomic pointer, which a Conn that issues one
-// operation at a time takes back with one swap, and the others in a
-// sync.Pool (whose New the Conn sets).
+// last one released in a slot, which a Conn that issues one operation at a
+// time takes back with one compare-and-swap, and the others in a sync.Pool
+// (whose New the Conn sets). The slot's state, not an atomic pointer,
+// says whether it holds a value: an atomic pointer's swap goes through two
+// runtime calls (for the garbage collector's write barrier), an integer's
+// compiles to one instruction, and the slot is written only by the
+// goroutine that moved the state to slotBusy.
 type reusable[T any] struct {
-	spare atomic.Pointer[T]
+	state atomic.Int32 // slotEmpty, slotFull or slotBusy
+	spare *T
 	pool  sync.Pool
 }
 
+const (
+	slotEmpty = iota
+	slotFull
+	slotBusy
+)
+
 func (r *reusable[T]) get() *T {
-	if x := r.spare.Swap(nil); x != nil {
+	if r.state.CompareAndSwap(slotFull, slotBusy) {
+		x := r.spare
+		r.spare = nil
+		r.state.Store(slotEmpty)
 		return x
 	}
 	return r.pool.Get().(*T)
 }
 
 func (r *reusable[T]) put(x *T) {
-	if !r.spare.CompareAndSwap(nil, x) {
-		r.pool.Put(x)
+	if r.state.CompareAndSwap(slotEmpty, slotBusy) {
+		r.spare = x
+		r.state.Store(slotFull)
+		return
 	}
+	r.pool.Put(x)
 }
 
 // opRecord holds the regions (and pool buffers) an operation uses until
