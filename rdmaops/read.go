@@ -53,8 +53,12 @@ type reader struct {
 	queued  atomic.Int32  // goroutines waiting for the role
 	freed   chan struct{} // a token once the role was let go with goroutines queued
 	drained chan struct{} // signaled when ReadMsg took a data message
-	want    atomic.Int32  // ReadMsg calls waiting for the role
-	ctl     [ctlSpace]byte
+	// drainedSet is set when a token is left on drained, and cleared by
+	// the waiter that takes it: a data message reads the flag, where
+	// len(drained) is a runtime call.
+	drainedSet atomic.Bool
+	want       atomic.Int32 // ReadMsg calls waiting for the role
+	ctl        [ctlSpace]byte
 	// A waiter set the socket's read deadline to dl (on
 	// barrierlink.Clock). It stays set after the wait: operations
 	// complete in order and their deadlines grow, so one set deadline
@@ -275,12 +279,13 @@ func (c *Conn) handle(oob []byte) (dest cmsg.Cookie, hasDest bool, notices int, 
 // signalDrained leaves a token on drained for a waiter that waits for a
 // data message to be taken, unless one is there already.
 func (c *Conn) signalDrained() {
-	if len(c.rd.drained) == 0 {
+	if !c.rd.drainedSet.Load() {
 		c.sendDrained()
 	}
 }
 
 func (c *Conn) sendDrained() {
+	c.rd.drainedSet.Store(true)
 	select {
 	case c.rd.drained <- struct{}{}:
 	default:
@@ -406,6 +411,7 @@ func (c *Conn) waitTurn(ctx context.Context, tok uint64, all, dataWait bool, pau
 		return false, true, ctx.Err()
 	case <-repoll:
 	case <-drained:
+		c.rd.drainedSet.Store(false) // before the caller looks again
 	}
 	return false, false, nil
 }
