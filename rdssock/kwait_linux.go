@@ -82,10 +82,11 @@ type kfd struct {
 	// kfd.soloSleep). soloEfd is -1 until the first such read; it is set
 	// under mu. rdlSet and rdlMono tell it the read deadline: whether one
 	// is set, and when, on the monotonic clock (since monoBase).
-	soloBusy atomic.Bool
-	soloEfd  int
-	rdlSet   atomic.Bool
-	rdlMono  atomic.Int64
+	soloBusy  atomic.Bool
+	soloEfd   int
+	soloCalls uint32 // the solo read's rounds, for its reading of GOMAXPROCS
+	rdlSet    atomic.Bool
+	rdlMono   atomic.Int64
 
 	// A solo read sleeping in recvmsg itself (kfd.blockRecv): blockTid
 	// is its thread (0: none). wakeNB is set, under mu, while O_NONBLOCK
@@ -260,10 +261,12 @@ func (k *kfd) missedOnlyP(procs int) {
 // rest of a wait's bookkeeping, and it rarely changes.
 func procs() int {
 	if procsCalls.Add(1)%procsEvery == 1 {
-		procsSeen.Store(int32(runtime.GOMAXPROCS(0)))
+		readProcs()
 	}
 	return int(procsSeen.Load())
 }
+
+func readProcs() { procsSeen.Store(int32(runtime.GOMAXPROCS(0))) }
 
 const procsEvery = 256
 
@@ -547,7 +550,13 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 				return true, false, nil
 			}
 		}
-		p := procs()
+		// procs, written out: the solo read counts its calls in k
+		// without an atomic operation (it holds soloBusy), and the call
+		// is spared.
+		if k.soloCalls++; k.soloCalls%procsEvery == 1 {
+			readProcs()
+		}
+		p := int(procsSeen.Load())
 		if k.skipOnlyP(p) {
 			return false, true, nil // before readKept: a kept socket stays
 		}

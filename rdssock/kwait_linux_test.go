@@ -1067,6 +1067,33 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "2" {
 		t.Fatalf("ReadMsg = %q, %v", buf[:n], err)
 	}
+	// A context that has ended gives its error, not the message that is
+	// there, whether the socket watches it already or not.
+	for _, watched := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		if watched {
+			// A read with ctx that waits makes the socket watch it.
+			go func() {
+				time.Sleep(20 * time.Millisecond)
+				a.WriteMsg([]byte("w"), nil, noAddr)
+			}()
+			if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := a.WriteMsg([]byte("6"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		b.k.waits.Store(skipAfter)
+		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); !errors.Is(err, context.Canceled) {
+			t.Fatalf("ReadMsgContext with the context canceled (watched %v) and a message there = %v; want context.Canceled", watched, err)
+		}
+		b.k.waits.Store(0)
+		if n, _, _, _, err := b.ReadMsg(buf, nil); err != nil || string(buf[:n]) != "6" {
+			t.Fatalf("ReadMsg after the canceled read = %q, %v; want 6", buf[:n], err)
+		}
+	}
 	// With the deadline passed, the skipped try is made before the
 	// deadline's error, as it is made first when nothing is skipped.
 	b.k.waits.Store(skipAfter)

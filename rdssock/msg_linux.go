@@ -567,13 +567,7 @@ func (c *Conn) sendOrWait(ctx context.Context, op *msgOp) error {
 // shared way, or that a deadline woke, goes on as waitAfterTry does. It
 // spares each waiting read four calls or more.
 func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
 	k := c.k
-	if !k.acquire() {
-		return c.waitAfterTry(ctx, false, ow) // reports the closed socket
-	}
 	// A read of a socket whose last reads had to wait (skipAfter in a row)
 	// goes straight to the solo read's sleep in recvmsg, which returns a
 	// message that is there at once: the try with MSG_DONTWAIT would most
@@ -590,6 +584,17 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	w := k.waits.Load()
 	skip := w >= skipAfter && (w-skipAfter)%probeEvery != probeEvery-1 &&
 		(op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
+	// A read whose context has ended returns its error, not a message
+	// that is there: a try comes after the check, and a skipped one after
+	// the check below (ctx.Err once the context is watched).
+	if !skip {
+		if err := ctxErr(ctx); err != nil {
+			return err
+		}
+	}
+	if !k.acquire() {
+		return c.waitAfterTry(ctx, false, ow) // reports the closed socket
+	}
 	if !skip && tryRecv(op, ow, k.fd) {
 		k.release()
 		if w != 0 {
@@ -606,6 +611,10 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	if ctx != nil {
 		if done := ctx.Done(); done != nil {
 			if !mux.enterLockless(done) {
+				if skip && ctx.Err() != nil {
+					k.release()
+					return ctx.Err()
+				}
 				if skip && tryRecv(op, ow, k.fd) {
 					k.release() // the skipped try, before the shared way
 					k.waits.Store(0)
