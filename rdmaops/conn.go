@@ -18,6 +18,7 @@ import (
 	"github.com/go-rds/rds/cmsg"
 	"github.com/go-rds/rds/internal/barrierlink"
 	"github.com/go-rds/rds/internal/rdsabi"
+	"github.com/go-rds/rds/internal/sendlink"
 	"github.com/go-rds/rds/rdssock"
 )
 
@@ -448,7 +449,13 @@ func (c *Conn) Do(ctx context.Context, to netip.AddrPort, op *Op) (barrier.Token
 		return tok, err
 	}
 	oob, _ := b.Finish()
-	err = c.send(ctx, op.Payload, oob, to, tok, op.Deadline, true)
+	// One sendmsg first, past rdssock's layers; if the kernel does not
+	// take the message then, the full way waits, retries and reports.
+	if (ctx == nil || ctx.Err() == nil) && sendlink.Try(unsafe.Pointer(c.c), op.Payload, oob, to) {
+		err = nil
+	} else {
+		err = c.send(ctx, op.Payload, oob, to, tok, op.Deadline, true)
+	}
 	runtime.KeepAlive(s)
 	c.putScratch(s)
 	if err != nil {
