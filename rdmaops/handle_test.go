@@ -53,3 +53,46 @@ func TestHandleControl(t *testing.T) {
 		t.Errorf("HandleControl = %#x, %v, %d, %v; want no cookie and the error", d, h, n, err)
 	}
 }
+
+// TestHandleNoticesInPlace: notices read in place (headNotices) complete
+// their operations as a parsed walk would, and a malformed message after
+// them gives the error a cmsg.Parser gives for the whole buffer, at the
+// same offset.
+func TestHandleNoticesInPlace(t *testing.T) {
+	tr := barrier.New(nil)
+	c := &Conn{tr: tr}
+	var toks [4]barrier.Token
+	for i := range toks {
+		toks[i] = tr.Begin(barrier.Entry{})
+	}
+	b := cmsg.NewBuilder(nil)
+	for _, tok := range toks[:3] {
+		b.RDMAStatus(cmsg.Notify{UserToken: uint64(tok), Status: cmsg.StatusSuccess})
+	}
+	oob, _ := b.Finish()
+	if _, has, n, other, err := c.handle(oob); err != nil || has || n != 3 || other {
+		t.Fatalf("three notices: handle = %v, %d, %v, %v; want no cookie, 3, false, nil", has, n, other, err)
+	}
+	for _, tok := range toks[:3] {
+		if s := tr.Status(tok); s != barrier.Success {
+			t.Errorf("token %d: %v, want success", tok, s)
+		}
+	}
+
+	// A notice, then one whose length runs past the buffer.
+	b = cmsg.NewBuilder(nil)
+	b.RDMAStatus(cmsg.Notify{UserToken: uint64(toks[3]), Status: cmsg.StatusRemoteError})
+	b.RDMAStatus(cmsg.Notify{UserToken: 12345, Status: cmsg.StatusSuccess})
+	oob, _ = b.Finish()
+	oob = oob[:len(oob)-4]
+	p := cmsg.NewParser(oob)
+	p.Next()
+	_, want := p.Next()
+	_, _, n, _, err := c.handle(oob)
+	if n != 1 || err == nil || want == nil || err.Error() != want.Error() {
+		t.Fatalf("a notice and a cut one: handle = %d, %v; want 1, %v", n, err, want)
+	}
+	if s := tr.Status(toks[3]); s != barrier.RemoteError {
+		t.Errorf("the whole notice: %v, want remote error", s)
+	}
+}
