@@ -11,20 +11,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func init() {
-	sendlink.Try = func(conn unsafe.Pointer, b, oob []byte, to netip.AddrPort) bool {
-		return (*Conn)(conn).sendQuick(b, oob, to)
-	}
-}
+func init() { sendlink.Try = sendQuick }
 
-// sendQuick is sendlink.Try: rdmaops' first attempt at each operation's
-// message. It uses the Conn's own send state (Conn.op), and only when it
-// already holds to's encoded address, where WriteMsgContext takes a
-// context, resets the whole state, looks at deadlines and congestion
-// settings and walks the control data for a registration: in all about
-// 300 instructions of each RDMA operation (integration/cmd/rdsinstr).
-func (c *Conn) sendQuick(b, oob []byte, to netip.AddrPort) bool {
-	if !c.warmReady(to) {
+// sendQuick is sendlink.Try, conn a *Conn: rdmaops' first attempt at each
+// operation's message. It uses the Conn's own send state (Conn.op), and
+// only when that already holds to's encoded address, where
+// WriteMsgContext takes a context, resets the whole state, looks at
+// deadlines and congestion settings and walks the control data for a
+// registration: in all about 300 instructions of each RDMA operation
+// (integration/cmd/rdsinstr). Each field of the header is written once,
+// as every pointer written costs a write-barrier check.
+func sendQuick(conn unsafe.Pointer, b, oob []byte, to netip.AddrPort) bool {
+	c := (*Conn)(conn)
+	if !c.warm.off.Load() && !c.warmReady(to) {
 		return false // WriteMsgContext warms the connection up
 	}
 	if !c.opBusy[1].CompareAndSwap(false, true) {
@@ -33,22 +32,26 @@ func (c *Conn) sendQuick(b, oob []byte, to netip.AddrPort) bool {
 	sent := false
 	if op := c.op[1]; op != nil && (op.saTo == to || !to.IsValid()) && c.k.acquire() {
 		h := &op.hdr
-		h.Name, h.Namelen = nil, 0 // the address set with Connect
+		var name *byte // nil: the address set with Connect
+		var namelen uint32
 		if to.IsValid() {
-			h.Name, h.Namelen = (*byte)(unsafe.Pointer(&op.sa.raw)), op.saLen
+			name, namelen = (*byte)(unsafe.Pointer(&op.sa.raw)), op.saLen
 		}
-		h.Iov, h.Iovlen = nil, 0
+		h.Name, h.Namelen = name, namelen
+		var iov *unix.Iovec
 		if len(b) > 0 {
 			op.iov.Base = &b[0]
 			op.iov.SetLen(len(b))
-			h.Iov = &op.iov
-			h.SetIovlen(1)
+			iov = &op.iov
 		}
-		h.Control, h.Controllen = nil, 0
+		h.Iov = iov
+		h.SetIovlen(min(len(b), 1))
+		var ctl *byte
 		if len(oob) > 0 {
-			h.Control = &oob[0]
-			h.SetControllen(len(oob))
+			ctl = &oob[0]
 		}
+		h.Control = ctl
+		h.SetControllen(len(oob))
 		h.Flags = 0
 		var e unix.Errno
 		if rawNoError {
@@ -58,7 +61,12 @@ func (c *Conn) sendQuick(b, oob []byte, to netip.AddrPort) bool {
 			_, _, e = syscall.RawSyscall6(unix.SYS_SENDMSG, uintptr(c.k.fd), uintptr(unsafe.Pointer(h)), unix.MSG_DONTWAIT, 0, 0, 0)
 		}
 		c.k.release()
-		op.iov.Base, h.Control = nil, nil
+		if iov != nil {
+			op.iov.Base = nil
+		}
+		if ctl != nil {
+			h.Control = nil
+		}
 		sent = e == 0
 	}
 	c.opBusy[1].Store(false)
@@ -66,11 +74,9 @@ func (c *Conn) sendQuick(b, oob []byte, to netip.AddrPort) bool {
 }
 
 // warmReady reports whether a send to to (zero: the address set with
-// Connect) needs no warm-up now, as Conn.warmedUp decides without waiting.
+// Connect) on a Conn that warms up connections needs no warm-up now, as
+// Conn.warmedUp decides without waiting.
 func (c *Conn) warmReady(to netip.AddrPort) bool {
-	if c.warm.off.Load() {
-		return true
-	}
 	if !to.IsValid() {
 		p := c.peer.Load()
 		if p == nil {
