@@ -109,6 +109,46 @@ func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
 	return op
 }
 
+// getRecvOp is getOp for readMsg, setting only what a receive uses:
+// armRecv sets the sender's address, the control data's length and the
+// flags before each try, and the send fields stay as they are (c's own
+// receive op never sends; a pooled op forgets the destination it holds,
+// which the receive overwrites). Each pointer is written once: every one
+// written costs a write-barrier check.
+func (c *Conn) getRecvOp(b, oob []byte, flags int) *msgOp {
+	var op *msgOp
+	if c.opBusy[0].CompareAndSwap(false, true) {
+		if op = c.op[0]; op == nil {
+			op = newMsgOp()
+			op.kept = true
+			c.op[0] = op
+		}
+	} else {
+		op = opPool.Get().(*msgOp)
+		op.saTo = netip.AddrPort{}
+	}
+	var iov *unix.Iovec
+	if len(b) > 0 {
+		op.iov.Base = &b[0]
+		op.iov.SetLen(len(b))
+		iov = &op.iov
+	}
+	op.hdr.Iov = iov
+	op.hdr.SetIovlen(min(len(b), 1))
+	var ctl *byte
+	if len(oob) > 0 {
+		ctl = &oob[0]
+	}
+	op.hdr.Control = ctl
+	op.ctlLen = len(oob)
+	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
+	op.dontWait = flags&unix.MSG_DONTWAIT != 0
+	op.spin = busySpin{limit: time.Duration(c.busyPoll.Load())}
+	op.skipCong = c.ownsCongNotices()
+	op.n, op.errno = 0, 0
+	return op
+}
+
 // putOp drops the op's references to the caller's buffers and gives it
 // back: to c, or to the pool.
 func (c *Conn) putOp(write bool, op *msgOp) {
@@ -412,10 +452,7 @@ func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n,
 }
 
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
-	op := c.getOp(false, b, oob, flags)
-	op.saTo = netip.AddrPort{} // recvmsg overwrites sa
-	op.spin.limit = time.Duration(c.busyPoll.Load())
-	op.skipCong = c.ownsCongNotices()
+	op := c.getRecvOp(b, oob, flags)
 	ownCtl := op.skipCong && len(oob) < congNoticeSpace
 	if ownCtl {
 		op.useOwnControl()
