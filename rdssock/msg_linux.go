@@ -619,7 +619,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	// try. A batch skips its recvmmsg the same way (its sleep is one
 	// recvmmsg that waits for the first message).
 	w := k.waits.Load()
-	skip := w >= skipAfter && (w-skipAfter)%probeEvery != probeEvery-1 &&
+	skip := w >= skipAfter && uint32(w-skipAfter)%probeEvery != probeEvery-1 &&
 		(op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
 	// A read whose context has ended returns its error, not a message
 	// that is there: a try comes after the check, and a skipped one after
