@@ -71,50 +71,52 @@ func newMsgOp() *msgOp {
 	return op
 }
 
-// getOp returns an op for a call on c: the one c keeps for its direction
-// (taken with one compare-and-swap of a flag: a goroutine that reads or
-// writes call after call always finds it free), or one from the pool while
-// another call has it.
-func (c *Conn) getOp(write bool, b, oob []byte, flags int) *msgOp {
-	i := b2i(write)
+// getSendOp and getRecvOp return an op for a call on c: the one c keeps
+// for its direction (taken with one compare-and-swap of a flag: a
+// goroutine that reads or writes call after call always finds it free),
+// or one from the pool while another call has it.
+
+// getSendOp sets only what a send uses (the destination is writeMsg's
+// to set), each pointer once: every pointer written costs a write-barrier
+// check.
+func (c *Conn) getSendOp(b, oob []byte, flags int) *msgOp {
 	var op *msgOp
-	if c.opBusy[i].CompareAndSwap(false, true) {
-		// Only the holder of the flag touches c.op[i].
-		if op = c.op[i]; op == nil {
+	if c.opBusy[1].CompareAndSwap(false, true) {
+		if op = c.op[1]; op == nil {
 			op = newMsgOp()
 			op.kept = true
-			c.op[i] = op
+			c.op[1] = op
 		}
 	} else {
 		op = opPool.Get().(*msgOp)
 	}
-	op.hdr = unix.Msghdr{}
+	var iov *unix.Iovec
 	if len(b) > 0 {
 		op.iov.Base = &b[0]
 		op.iov.SetLen(len(b))
-		op.hdr.Iov = &op.iov
-		op.hdr.SetIovlen(1)
+		iov = &op.iov
 	}
+	op.hdr.Iov = iov
+	op.hdr.SetIovlen(min(len(b), 1))
+	var ctl *byte
 	if len(oob) > 0 {
-		op.hdr.Control = &oob[0]
-		op.hdr.SetControllen(len(oob))
+		ctl = &oob[0]
 	}
-	op.ctlLen = len(oob)
-	op.skipCong = false
+	op.hdr.Control = ctl
+	op.hdr.SetControllen(len(oob))
+	op.hdr.Flags = 0
 	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
-	op.waitCong, op.sawCong = false, false
-	op.spin = busySpin{}
+	op.sawCong = false
 	op.n, op.errno = 0, 0
 	return op
 }
 
-// getRecvOp is getOp for readMsg, setting only what a receive uses:
-// armRecv sets the sender's address, the control data's length and the
-// flags before each try, and the send fields stay as they are (c's own
-// receive op never sends; a pooled op forgets the destination it holds,
-// which the receive overwrites). Each pointer is written once: every one
-// written costs a write-barrier check.
+// getRecvOp sets only what a receive uses: armRecv sets the sender's
+// address, the control data's length and the flags before each try, and
+// the send fields stay as they are (c's own receive op never sends; a
+// pooled op forgets the destination it holds, which the receive
+// overwrites). Each pointer is written once.
 func (c *Conn) getRecvOp(b, oob []byte, flags int) *msgOp {
 	var op *msgOp
 	if c.opBusy[0].CompareAndSwap(false, true) {
@@ -152,7 +154,7 @@ func (c *Conn) getRecvOp(b, oob []byte, flags int) *msgOp {
 // putOp drops the op's references to the caller's buffers and gives it
 // back: to c, or to the pool.
 func (c *Conn) putOp(write bool, op *msgOp) {
-	op.iov.Base, op.hdr.Control = nil, nil // getOp sets the rest again
+	op.iov.Base, op.hdr.Control = nil, nil // getSendOp and getRecvOp set the rest again
 	if op.kept {
 		c.opBusy[b2i(write)].Store(false)
 		return
@@ -516,15 +518,28 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 			return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
 		}
 	}
-	op := c.getOp(true, b, oob, flags)
-	if to.IsValid() && !op.sameDest(to) {
+	op := c.getSendOp(b, oob, flags)
+	if !to.IsValid() {
+		op.hdr.Name, op.hdr.Namelen = nil, 0 // the address set with Connect
+	} else if !op.sameDest(to) {
 		if err := op.setDest(to); err != nil {
 			c.putOp(true, op)
 			return 0, opError("write", c.LocalAddr(), &Addr{to}, err)
 		}
 	}
 	op.waitCong = !op.dontWait && c.waitCongested.Load()
-	perr := c.sendOrWait(ctx, op)
+	// The first try, then a wait (Conn.wait, written out).
+	perr := ctxErr(ctx)
+	if perr == nil {
+		ok := false
+		if c.k.acquire() {
+			ok = op.doSend(uintptr(c.k.fd))
+			c.k.release()
+		}
+		if !ok {
+			perr = c.waitAfterTry(ctx, true, &op.sendWait)
+		}
+	}
 	n, errno := op.n, op.errno
 	if op.sawCong {
 		c.congestedSends.Add(1)
@@ -575,22 +590,6 @@ func (op *msgOp) setDest(to netip.AddrPort) error {
 	op.hdr.Name = (*byte)(unsafe.Pointer(&op.sa.raw))
 	op.hdr.Namelen = sl
 	return nil
-}
-
-// sendOrWait is Conn.wait for a msgOp's send: its try outside the poller
-// calls doSend directly rather than through the bound function value.
-func (c *Conn) sendOrWait(ctx context.Context, op *msgOp) error {
-	if err := ctxErr(ctx); err != nil {
-		return err
-	}
-	if c.k.acquire() {
-		ok := op.doSend(uintptr(c.k.fd))
-		c.k.release()
-		if ok {
-			return nil
-		}
-	}
-	return c.waitAfterTry(ctx, true, &op.sendWait)
 }
 
 // recvWait is Conn.wait for a receive, written out: it tries, then waits
