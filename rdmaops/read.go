@@ -171,16 +171,19 @@ func (c *Conn) release() {
 // and nil cost nothing, and neither does a context that can be canceled
 // once the socket has seen it on a few calls; one made for each call
 // (context.WithTimeout around every read) allocates each time.
-func (c *Conn) ReadMsg(ctx context.Context, b, oob []byte) (Msg, error) {
+func (c *Conn) ReadMsg(ctx context.Context, b, oob []byte) (m Msg, err error) {
 	if !c.tryRead() && !c.awaitRead(ctx) {
 		return Msg{}, ctx.Err()
 	}
-	m, err := c.readMsgLocked(ctx, b, oob)
+	err = c.readMsgLocked(ctx, b, oob, &m)
 	c.release()
 	return m, err
 }
 
-func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
+// readMsgLocked is ReadMsg for the holder of the reading role: it fills
+// in *mp (the caller's result, so that the large value is not copied
+// back).
+func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte, mp *Msg) error {
 	r := &c.rd
 	for r.blen > 0 && oob == nil && r.backlog[r.bhead].n == 0 && !r.backlog[r.bhead].m.From.IsValid() {
 		r.bhead = (r.bhead + 1) % Backlog // control data nobody asked for
@@ -202,10 +205,11 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 		if m.N < k.n {
 			m.Flags |= unix.MSG_TRUNC
 		}
+		*mp = m
 		if m.Flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
-			return m, fmt.Errorf("rdmaops: message kept by Wait: %w", rdssock.ErrTruncated)
+			return fmt.Errorf("rdmaops: message kept by Wait: %w", rdssock.ErrTruncated)
 		}
-		return m, nil
+		return nil
 	}
 	ctl := oob
 	if ctl == nil {
@@ -217,16 +221,11 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 			if c.ownDeadlinePassed(ctx, err) {
 				continue
 			}
-			return Msg{}, err
+			return err
 		}
-		m := Msg{N: n, Flags: flags, From: from}
 		dest, has, _, other, perr := c.handle(ctl[:oobn])
 		if perr != nil && err == nil {
 			err = perr
-		}
-		m.Dest, m.HasDest = dest, has
-		if oob != nil {
-			m.OOBN = oobn
 		}
 		if n == 0 && !from.IsValid() && flags&unix.MSG_TRUNC == 0 && err == nil && (oob == nil || !other) {
 			continue // completion notices only
@@ -234,7 +233,11 @@ func (c *Conn) readMsgLocked(ctx context.Context, b, oob []byte) (Msg, error) {
 		if n > 0 || from.IsValid() {
 			c.signalDrained()
 		}
-		return m, err
+		*mp = Msg{N: n, Flags: flags, From: from, Dest: dest, HasDest: has}
+		if oob != nil {
+			mp.OOBN = oobn
+		}
+		return err
 	}
 }
 
