@@ -165,7 +165,7 @@ func equal(a, b []string) bool {
 // none, and control data that fits the caller's oob is handed over.
 func TestHandOver(t *testing.T) {
 	var c Conn
-	op := c.getRecvOp(nil, nil, 0)
+	op, _ := c.getOp(0, nil, nil, 0)
 	defer c.putOp(false, op)
 	op.useOwnControl()
 	if op.ctlLen != congNoticeSpace || op.hdr.Control != &op.ctl[0] {
@@ -186,16 +186,16 @@ func TestHandOver(t *testing.T) {
 // back, and a call while another has it gets its own.
 func TestConnKeepsOps(t *testing.T) {
 	var c Conn
-	r := c.getRecvOp(nil, nil, 0)
+	r, _ := c.getOp(0, nil, nil, 0)
 	c.putOp(false, r)
-	if again := c.getRecvOp(nil, nil, 0); again != r {
+	if again, _ := c.getOp(0, nil, nil, 0); again != r {
 		t.Errorf("second read got another op than the one kept")
 	} else {
-		other := c.getRecvOp(nil, nil, 0)
+		other, _ := c.getOp(0, nil, nil, 0)
 		if other == r {
 			t.Fatalf("a read while another runs got the same op")
 		}
-		w := c.getSendOp(nil, nil, 0)
+		w, _ := c.getOp(1, nil, nil, 0)
 		if w == r || w == other {
 			t.Fatalf("a write got a read's op")
 		}

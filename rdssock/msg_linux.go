@@ -71,24 +71,25 @@ func newMsgOp() *msgOp {
 	return op
 }
 
-// getSendOp and getRecvOp return an op for a call on c: the one c keeps
-// for its direction (taken with one compare-and-swap of a flag: a
-// goroutine that reads or writes call after call always finds it free),
-// or one from the pool while another call has it.
-
-// getSendOp sets only what a send uses (the destination is writeMsg's
-// to set), each pointer once: every pointer written costs a write-barrier
-// check.
-func (c *Conn) getSendOp(b, oob []byte, flags int) *msgOp {
-	var op *msgOp
-	if c.opBusy[1].CompareAndSwap(false, true) {
-		if op = c.op[1]; op == nil {
+// getOp returns an op for a call on c in direction i (0 receive, 1
+// send): the one c keeps for it (taken with one compare-and-swap of a
+// flag: a goroutine that reads or writes call after call always finds it
+// free), or one from the pool (pooled) while another call has it. It
+// points the op's header at the call's buffers and sets the fields both
+// directions use; the caller sets those of its own (armRecv sets the
+// sender's address, the control data's length and the flags before each
+// receive; writeMsg sets the destination). Each pointer is written once:
+// every pointer written costs a write-barrier check.
+func (c *Conn) getOp(i int, b, oob []byte, flags int) (op *msgOp, pooled bool) {
+	if c.opBusy[i].CompareAndSwap(false, true) {
+		// Only the holder of the flag touches c.op[i].
+		if op = c.op[i]; op == nil {
 			op = newMsgOp()
 			op.kept = true
-			c.op[1] = op
+			c.op[i] = op
 		}
 	} else {
-		op = opPool.Get().(*msgOp)
+		op, pooled = opPool.Get().(*msgOp), true
 	}
 	var iov *unix.Iovec
 	if len(b) > 0 {
@@ -103,58 +104,16 @@ func (c *Conn) getSendOp(b, oob []byte, flags int) *msgOp {
 		ctl = &oob[0]
 	}
 	op.hdr.Control = ctl
-	op.hdr.SetControllen(len(oob))
-	op.hdr.Flags = 0
 	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
 	op.dontWait = flags&unix.MSG_DONTWAIT != 0
-	op.sawCong = false
 	op.n, op.errno = 0, 0
-	return op
-}
-
-// getRecvOp sets only what a receive uses: armRecv sets the sender's
-// address, the control data's length and the flags before each try, and
-// the send fields stay as they are (c's own receive op never sends; a
-// pooled op forgets the destination it holds, which the receive
-// overwrites). Each pointer is written once.
-func (c *Conn) getRecvOp(b, oob []byte, flags int) *msgOp {
-	var op *msgOp
-	if c.opBusy[0].CompareAndSwap(false, true) {
-		if op = c.op[0]; op == nil {
-			op = newMsgOp()
-			op.kept = true
-			c.op[0] = op
-		}
-	} else {
-		op = opPool.Get().(*msgOp)
-		op.saTo = netip.AddrPort{}
-	}
-	var iov *unix.Iovec
-	if len(b) > 0 {
-		op.iov.Base = &b[0]
-		op.iov.SetLen(len(b))
-		iov = &op.iov
-	}
-	op.hdr.Iov = iov
-	op.hdr.SetIovlen(min(len(b), 1))
-	var ctl *byte
-	if len(oob) > 0 {
-		ctl = &oob[0]
-	}
-	op.hdr.Control = ctl
-	op.ctlLen = len(oob)
-	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
-	op.dontWait = flags&unix.MSG_DONTWAIT != 0
-	op.spin = busySpin{limit: time.Duration(c.busyPoll.Load())}
-	op.skipCong = c.ownsCongNotices()
-	op.n, op.errno = 0, 0
-	return op
+	return op, pooled
 }
 
 // putOp drops the op's references to the caller's buffers and gives it
 // back: to c, or to the pool.
 func (c *Conn) putOp(write bool, op *msgOp) {
-	op.iov.Base, op.hdr.Control = nil, nil // getSendOp and getRecvOp set the rest again
+	op.iov.Base, op.hdr.Control = nil, nil // getOp and its caller set the rest again
 	if op.kept {
 		c.opBusy[b2i(write)].Store(false)
 		return
@@ -454,7 +413,13 @@ func (c *Conn) ReadMsgContext(ctx context.Context, b, oob []byte, flags int) (n,
 }
 
 func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, rflags int, from netip.AddrPort, err error) {
-	op := c.getRecvOp(b, oob, flags)
+	op, pooled := c.getOp(0, b, oob, flags)
+	if pooled {
+		op.saTo = netip.AddrPort{} // the receive overwrites the address it holds
+	}
+	op.ctlLen = len(oob)
+	op.spin = busySpin{limit: time.Duration(c.busyPoll.Load())}
+	op.skipCong = c.ownsCongNotices()
 	ownCtl := op.skipCong && len(oob) < congNoticeSpace
 	if ownCtl {
 		op.useOwnControl()
@@ -518,7 +483,10 @@ func (c *Conn) writeMsg(ctx context.Context, b, oob []byte, to netip.AddrPort, f
 			return 0, opError("write", c.LocalAddr(), addrOrNil(to), c.pollErr(err))
 		}
 	}
-	op := c.getSendOp(b, oob, flags)
+	op, _ := c.getOp(1, b, oob, flags)
+	op.hdr.SetControllen(len(oob))
+	op.hdr.Flags = 0
+	op.sawCong = false
 	if !to.IsValid() {
 		op.hdr.Name, op.hdr.Namelen = nil, 0 // the address set with Connect
 	} else if !op.sameDest(to) {
