@@ -266,6 +266,7 @@ func procs() int {
 	return int(procsSeen.Load())
 }
 
+// readProcs reads GOMAXPROCS into procsSeen.
 func readProcs() { procsSeen.Store(int32(runtime.GOMAXPROCS(0))) }
 
 const procsEvery = 256
