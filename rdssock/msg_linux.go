@@ -91,6 +91,17 @@ func (c *Conn) getOp(i int, b, oob []byte, flags int) (op *msgOp, pooled bool) {
 	} else {
 		op, pooled = opPool.Get().(*msgOp), true
 	}
+	op.setBuffers(b, oob)
+	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
+	op.dontWait = flags&unix.MSG_DONTWAIT != 0
+	op.n, op.errno = 0, 0
+	return op, pooled
+}
+
+// setBuffers points the op's header at the data b and the control data
+// oob (none when empty), writing each pointer once; the control data's
+// length is the caller's to set (a receive sets it before each try).
+func (op *msgOp) setBuffers(b, oob []byte) {
 	var iov *unix.Iovec
 	if len(b) > 0 {
 		op.iov.Base = &b[0]
@@ -104,10 +115,6 @@ func (c *Conn) getOp(i int, b, oob []byte, flags int) (op *msgOp, pooled bool) {
 		ctl = &oob[0]
 	}
 	op.hdr.Control = ctl
-	op.flags = flags | unix.MSG_DONTWAIT // the descriptor blocks: see kernelSocket
-	op.dontWait = flags&unix.MSG_DONTWAIT != 0
-	op.n, op.errno = 0, 0
-	return op, pooled
 }
 
 // putOp drops the op's references to the caller's buffers and gives it
