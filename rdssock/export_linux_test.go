@@ -222,6 +222,12 @@ func expectRead(t *testing.T, what string, got <-chan readResult, msg string, wa
 // external tests (TestInstrRDMA).
 func ConnForTest(fd int) *Conn { return newConn(newKfd(fd)) }
 
+// InstrPairForTest and PacedPairForTest are instrPair and pacedPair, for
+// the package's external instruction-count tests.
+func InstrPairForTest(t *testing.T) [2]int { return instrPair(t) }
+
+func PacedPairForTest(t *testing.T, n int) (fd int, sent <-chan error) { return pacedPair(t, n) }
+
 // NoParkForTest keeps every wait from parking in the runtime poller every
 // parkWall, as TestInstrReadWait does with RDSINSTR_NOPARK.
 func NoParkForTest() { parkWall = time.Hour }

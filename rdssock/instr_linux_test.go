@@ -37,20 +37,8 @@ func TestInstrReadWait(t *testing.T) {
 	const n = 20
 	for _, mode := range instrModes {
 		t.Run(mode, func(t *testing.T) {
-			fds := instrPair(t)
-			sent := make(chan error, 1)
-			go func() {
-				msg := make([]byte, 64)
-				for range n {
-					time.Sleep(300 * time.Microsecond) // the reader waits for each
-					if _, err := unix.Write(fds[1], msg); err != nil {
-						sent <- err
-						return
-					}
-				}
-				sent <- nil
-			}()
-			readWaiting(t, fds[0], mode, n)
+			fd, sent := pacedPair(t, n)
+			readWaiting(t, fd, mode, n)
 			if err := <-sent; err != nil {
 				t.Fatal(err)
 			}
@@ -221,6 +209,26 @@ func writePaced(t *testing.T, fd int, mode string, n int, pace time.Duration) {
 // instrPair returns a blocking AF_UNIX SOCK_SEQPACKET pair, as rdsinstr
 // makes: the test hands fds[0] to the counted side, which closes it, and
 // the pair's other end is closed when the test ends.
+// pacedPair returns one end of an instrPair whose other end a goroutine
+// writes n 64-byte messages to, slowly enough that a reader waits for
+// each; sent reports how that went once it is done.
+func pacedPair(t *testing.T, n int) (fd int, sent <-chan error) {
+	fds := instrPair(t)
+	done := make(chan error, 1)
+	go func() {
+		msg := make([]byte, 64)
+		for range n {
+			time.Sleep(300 * time.Microsecond) // the reader waits for each
+			if _, err := unix.Write(fds[1], msg); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return fds[0], done
+}
+
 func instrPair(t *testing.T) [2]int {
 	t.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)

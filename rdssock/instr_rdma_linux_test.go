@@ -34,11 +34,7 @@ func TestInstrRDMA(t *testing.T) {
 		issueRDMA(t, 3, n, time.Duration(usec)*time.Microsecond)
 		return
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[1])
+	fds := rdssock.InstrPairForTest(t)
 	const n = 20
 	got := make(chan int, 1)
 	go func() {
@@ -71,25 +67,9 @@ func TestInstrRDMARead(t *testing.T) {
 		readRDMAWaiting(t, 3, n)
 		return
 	}
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[1])
 	const n = 20
-	sent := make(chan error, 1)
-	go func() {
-		msg := make([]byte, 64)
-		for range n {
-			time.Sleep(300 * time.Microsecond) // the reader waits for each
-			if _, err := unix.Write(fds[1], msg); err != nil {
-				sent <- err
-				return
-			}
-		}
-		sent <- nil
-	}()
-	readRDMAWaiting(t, fds[0], n)
+	fd, sent := rdssock.PacedPairForTest(t, n)
+	readRDMAWaiting(t, fd, n)
 	if err := <-sent; err != nil {
 		t.Fatal(err)
 	}
