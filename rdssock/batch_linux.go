@@ -417,7 +417,7 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if ctx == context.Background() {
 		ctx = nil // as for ReadMsg: no context to watch
 	}
-	perr := c.recvWait(ctx, nil, op, &op.recvWait)
+	perr := c.recvWait(ctx, nil, op, &op.recvWait, -1)
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)

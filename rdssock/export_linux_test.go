@@ -76,8 +76,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // leaves O_NONBLOCK behind, which the next sleep clears; I/O through the
 // RawConn makes the descriptor non-blocking for good, and reads then sleep
 // in ppoll. With batch the reads are ReadBatch calls (a recvmmsg that
-// sleeps for its first message), else ReadMsg. It closes b.
-func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort, batch bool) {
+// sleeps for its first message), else ReadMsg. With skip each read starts
+// as one that skips its try (see Conn.recvWait), which a ReadMsg makes on
+// its own way where it can (Conn.recvSkipping); else as one that tries
+// first. It closes b.
+func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort, batch, skip bool) {
 	defer setGOMAXPROCS(max(2, runtime.GOMAXPROCS(0)))()
 	restore := setSleepLimits(40 * time.Second)
 	defer restore()
@@ -87,6 +90,11 @@ func BlockingSoloReadScenario(t *testing.T, a, b *Conn, to netip.AddrPort, batch
 
 	read := func(ctx context.Context) chan readResult {
 		got := make(chan readResult, 1)
+		if skip {
+			b.k.waits.Store(skipAfter)
+		} else {
+			b.k.waits.Store(0)
+		}
 		go func() {
 			buf := make([]byte, 16)
 			var n int
@@ -231,3 +239,14 @@ func PacedPairForTest(t *testing.T, n int) (fd int, sent <-chan error) { return 
 // NoParkForTest keeps every wait from parking in the runtime poller every
 // parkWall, as TestInstrReadWait does with RDSINSTR_NOPARK.
 func NoParkForTest() { parkWall = time.Hour }
+
+// SoloReadName names a BlockingSoloReadScenario subtest.
+func SoloReadName(batch, skip bool) string { return soloReadName(batch, skip) }
+
+func soloReadName(batch, skip bool) string {
+	name := map[bool]string{false: "ReadMsg", true: "ReadBatch"}[batch]
+	if skip {
+		name += "Skipping"
+	}
+	return name
+}

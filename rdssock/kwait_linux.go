@@ -376,7 +376,7 @@ func (k *kfd) wait(f func(fd uintptr) bool, write, tryFirst bool) error {
 	if k.soloBusy.CompareAndSwap(false, true) {
 		done, park, err := true, false, errKfdClosed
 		if k.acquire() {
-			done, park, err = k.soloSleep(nil, nil, f, tryFirst)
+			done, park, err = k.soloSleep(nil, nil, f, tryFirst, -1)
 			k.release()
 		}
 		k.soloBusy.Store(false)
@@ -523,7 +523,9 @@ func (k *kfd) pollOut(efd int, timeout time.Duration) (ready uintptr, e unix.Err
 // wait costs fewer calls and atomic operations (integration/cmd/rdsinstr
 // counts them). Each try is op's receive (doRecv, called directly), or f if
 // op is nil; bop, if not nil, is the batch f receives for, which may sleep
-// in the kernel as op does (blockRecv). It reports whether the read is
+// in the kernel as op does (blockRecv). blocked is how long the read
+// has slept in recvmsg already (Conn.recvSkipping), or negative if it has
+// not: it sleeps there once per wait. It reports whether the read is
 // done, with its error, or must park in the runtime poller; neither means
 // that it goes on in the shared way, which handles a closing socket and a
 // socket kept in the read instance. Close and SetReadDeadline wake the solo
@@ -531,14 +533,13 @@ func (k *kfd) pollOut(efd int, timeout time.Duration) (ready uintptr, e unix.Err
 // deadline before they look at soloBusy, and the read sets soloBusy before
 // it looks at them, so either the read sees the change or its eventfd is
 // written.
-func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bool) (done, park bool, err error) {
+func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bool, blocked time.Duration) (done, park bool, err error) {
 	if k.soloEfd < 0 {
 		if err := k.newSoloEfd(); err != nil {
 			return true, false, err
 		}
 	}
-	rest := kernelSlice
-	blocked := false // slept in recvmsg once: see blockRecv
+	rest := kernelSlice - max(blocked, 0)
 	for ; ; try = true {
 		if try {
 			var ok bool
@@ -581,13 +582,9 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 			return false, true, nil
 		}
 		timeout, lastP := sleepFor(n, p, min(rest, left), until)
-		// Not on the last free P of several, nor with a deadline the
-		// sleep could overshoot: a sleep in recvmsg that times out
-		// lasts until the kernel's next timer tick (see blockSlice). On
-		// the only P it is the whole sleep (see onlyPSlice).
-		if (op != nil || bop != nil) && !blocked && (!lastP || p == 1) && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load() {
-			blocked = true
+		if (op != nil || bop != nil) && blocked < 0 && k.mayBlock(p, lastP, timeout, until) {
 			got, slept := k.blockRecv(op, bop, now)
+			blocked = slept
 			kernelWaiters.Add(-1)
 			rest -= slept
 			if got {
@@ -607,6 +604,78 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 			return false, true, nil // as in wait
 		}
 	}
+}
+
+// blockSolo is Conn.recvSkipping's sleep, for the holder of soloBusy and
+// a reference: soloSleep's first round without its try, if that round
+// would sleep in recvmsg (blockRecv) on a socket set up for it, else
+// nothing. It reports whether op has its result; if not, blocked is how
+// long it slept in recvmsg (negative: it did not). blockRecv's steps are
+// written out (publishing the thread, one receive), which spares the
+// calls; a receive that ends without a message leaves the rest to the
+// caller's soloSleep.
+func (k *kfd) blockSolo(op *msgOp) (done bool, blocked time.Duration) {
+	if k.soloCalls++; k.soloCalls%procsEvery == 1 {
+		readProcs()
+	}
+	p := int(procsSeen.Load())
+	if p == 1 || !k.rcvTimeo || k.readKept.Load() {
+		return false, -1
+	}
+	now := int64(time.Since(monoBase)) // the wait's one clock read
+	until := time.Duration(-1)
+	if k.rdlSet.Load() {
+		until = time.Duration(k.rdlMono.Load() - now)
+	}
+	since := now - k.parked.Load() // see parkDue, which stores when due
+	rest := min(kernelSlice, parkWall+parkCap-time.Duration(since))
+	n := kernelWaiters.Add(1)
+	timeout, lastP := sleepFor(n, p, rest, until)
+	if since >= int64(parkWall) || !sleepInKernel(n, p, rest) || !k.mayBlock(p, lastP, timeout, until) {
+		kernelWaiters.Add(-1)
+		return false, -1
+	}
+	runtime.LockOSThread() // as in blockRecv
+	k.blockTid.Store(int32(unix.Gettid()))
+	if k.wakeNB.Load() {
+		k.clearWakeNB()
+	}
+	if k.blockStopped(time.Duration(now)) {
+		k.unpublishBlock()
+		kernelWaiters.Add(-1)
+		return false, -1
+	}
+	op.armRecv()
+	var r uintptr
+	var e unix.Errno
+	if rawNoError {
+		r, _ = unix.RawSyscallNoError(unix.SYS_RECVMSG, uintptr(k.fd), uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT))
+		r, e = rawResult(r)
+	} else {
+		r, _, e = syscall.RawSyscall6(unix.SYS_RECVMSG, uintptr(k.fd), uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT), 0, 0, 0)
+	}
+	k.unpublishBlock()
+	kernelWaiters.Add(-1)
+	switch {
+	case e == unix.EINTR:
+		// A signal that was not a wake-up (see blockRecv): as if this
+		// had not slept, so that soloSleep's blockRecv receives again.
+		return false, -1
+	case e == unix.EAGAIN || e == unix.ETIMEDOUT || op.skipCong && e == 0 && isCongNotice(int(r), &op.hdr):
+		return false, k.blockSlept(e, now)
+	}
+	op.n, op.errno = int(r), e
+	return true, 0
+}
+
+// mayBlock reports whether a solo read with p Ps may sleep in recvmsg
+// (blockRecv) for timeout, holding the last free P or not, with until
+// left before its deadline (negative: none): not on the last free P of
+// several, nor with a deadline the sleep could overshoot, since a sleep in
+// recvmsg that times out lasts until the kernel's next timer tick (see
+// blockSlice). On the only P it is the whole sleep (see onlyPSlice).
+func (k *kfd) mayBlock(p int, lastP bool, timeout, until time.Duration) bool {
+	return (!lastP || p == 1) && timeout >= blockSlice && (until < 0 || until >= blockBound()) && !k.stayNB.Load()
 }
 
 // blockSlice bounds the solo read's sleep in recvmsg (kfd.blockRecv), as
@@ -679,10 +748,7 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp, start int64) (got bool, slept t
 	// set meanwhile is seen here at most that much late, against a sleep
 	// that the kernel rounds up to its tick.
 	now := time.Duration(start)
-	for {
-		if k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-now < blockBound() {
-			break
-		}
+	for !k.blockStopped(now) {
 		received = true
 		// EINTR: a signal that was not a wake-up (which leaves
 		// O_NONBLOCK): the runtime's, to which an AF_UNIX socket's
@@ -698,10 +764,33 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp, start int64) (got bool, slept t
 		}
 		now = time.Since(monoBase)
 	}
+	k.unpublishBlock()
+	if !received {
+		return false, 0
+	}
+	return got, k.blockSlept(e, start)
+}
+
+// unpublishBlock ends what a read about to sleep in recvmsg began when it
+// published its thread (see blockRecv).
+func (k *kfd) unpublishBlock() {
 	k.blockTid.Store(0)
 	runtime.UnlockOSThread()
+}
+
+// blockStopped reports whether a read published to sleep in recvmsg must
+// not: the socket is closing, or its deadline is nearer than such a sleep
+// may take, counted from now (since monoBase).
+func (k *kfd) blockStopped(now time.Duration) bool {
+	return k.refs.Load()&kfdClosing != 0 || k.rdlSet.Load() && time.Duration(k.rdlMono.Load())-now < blockBound()
+}
+
+// blockSlept returns how long a sleep in recvmsg that began at start
+// (since monoBase) and ended with e took, estimated without the clock
+// where it can be (see blockGuess), and notes what the ending tells: the
+// longest timeout seen (blockTook), or O_NONBLOCK set by someone else.
+func (k *kfd) blockSlept(e unix.Errno, start int64) (slept time.Duration) {
 	switch {
-	case !received:
 	case (e == unix.EAGAIN || e == unix.ETIMEDOUT) && !k.wakeNB.Load():
 		// The timeout, or someone set O_NONBLOCK (below): the clock
 		// says how long it took (see blockSlice).
@@ -718,7 +807,7 @@ func (k *kfd) blockRecv(op *msgOp, bop *batchOp, start int64) (got bool, slept t
 		// Not a wake-up and not the timeout: someone set O_NONBLOCK.
 		k.stayNB.Store(true)
 	}
-	return got, slept
+	return slept
 }
 
 // clearWakeNB clears the O_NONBLOCK that woke a sleeping read.

@@ -884,10 +884,63 @@ func TestKfdCloseWaitsForCalls(t *testing.T) {
 // integration test TestIntegrationBlockingSoloRead can.
 func TestBlockingSoloRead(t *testing.T) {
 	for _, batch := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ReadMsg", true: "ReadBatch"}[batch], func(t *testing.T) {
-			a, b := pair(t)
-			BlockingSoloReadScenario(t, a, b, noAddr, batch)
-		})
+		for _, skip := range []bool{false, true} {
+			t.Run(soloReadName(batch, skip), func(t *testing.T) {
+				a, b := pair(t)
+				BlockingSoloReadScenario(t, a, b, noAddr, batch, skip)
+			})
+		}
+	}
+}
+
+// TestSkippingReadSleepsInRecvmsgOnce: a read that skips its try sleeps
+// in recvmsg at once (Conn.recvSkipping); when that sleep times out with
+// no message, the rest of the wait sleeps in ppoll, as after blockRecv's
+// one such sleep per wait, and a message still ends it.
+func TestSkippingReadSleepsInRecvmsgOnce(t *testing.T) {
+	defer setGOMAXPROCS(4)()
+	defer setSleepLimits(time.Hour)()
+	oldSlice, oldTook := blockSlice, blockTook.Load()
+	// Short of sysmon's 10 ms, whose preemption signal interrupts an
+	// AF_UNIX receive (EINTR), which is then made again.
+	blockSlice = 5 * time.Millisecond
+	defer func() { blockSlice = oldSlice; blockTook.Store(oldTook) }()
+	a, b := pair(t)
+	buf := make([]byte, 8)
+	// A first read that waits sets the socket up for sleeps in recvmsg
+	// (its SO_RCVTIMEO is blockSlice).
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		a.WriteMsg([]byte("0"), nil, noAddr)
+	}()
+	if _, _, _, _, err := b.ReadMsg(buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !b.k.rcvTimeo {
+		t.Fatal("a read that waited left the socket without its receive timeout")
+	}
+	blockTook.Store(0)
+	b.k.waits.Store(skipAfter)
+	got := readInBackground(b)
+	waitFor(t, "the read's sleep in recvmsg to time out", func() bool { return blockTook.Load() > 0 })
+	for end := time.Now().Add(3 * blockSlice); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if b.k.blockTid.Load() != 0 {
+			t.Fatal("after its sleep in recvmsg timed out, the read slept there again")
+		}
+	}
+	if kernelWaiters.Load() != 1 || !b.k.soloBusy.Load() {
+		t.Fatalf("the read is not sleeping in ppoll as the solo waiter: %d sleepers, solo %v", kernelWaiters.Load(), b.k.soloBusy.Load())
+	}
+	if _, err := a.WriteMsg([]byte("1"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("ReadMsg: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read still waits 5s after its message")
 	}
 }
 
@@ -1131,6 +1184,43 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	}
 	if w := b.k.waits.Load(); w != 0 {
 		t.Errorf("a read whose try found its message left waits at %d", w)
+	}
+}
+
+// TestSkippingReadSeesTheContextEnd: a read that skips its try with a
+// context the socket watches returns the context's error, not a message
+// that is there, also before the watch has moved the read deadline into
+// the past (its callback runs in a goroutine of its own, which here, with
+// one P, cannot run before the read).
+func TestSkippingReadSeesTheContextEnd(t *testing.T) {
+	a, b := pair(t)
+	buf := make([]byte, 8)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Reads with ctx that wait: the socket watches ctx after the second,
+	// and the descriptor is set up for sleeps in recvmsg.
+	for range 3 {
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			a.WriteMsg([]byte("w"), nil, noAddr)
+		}()
+		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.WriteMsg([]byte("m"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	// One P for the runtime, while the read takes the program for one of
+	// two, as it does where sleeping in recvmsg is allowed.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	old := procsSeen.Swap(2)
+	defer procsSeen.Store(old)
+	b.k.soloCalls = 2 // no reading of GOMAXPROCS in the next calls
+	b.k.waits.Store(skipAfter)
+	cancel()
+	if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a skipping read with its watched context canceled and a message there = %v; want context.Canceled", err)
 	}
 }
 

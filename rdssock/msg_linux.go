@@ -434,7 +434,14 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	if ctx == context.Background() { // rdmaops' reads without a context
 		ctx = nil
 	}
-	perr := c.recvWait(ctx, op, nil, &op.recvWait)
+	var perr error
+	done, blocked := false, time.Duration(-1)
+	if w := c.k.waits.Load(); skipping(w) && op.spin.limit == 0 && !op.dontWait {
+		done, blocked = c.recvSkipping(ctx, op, w)
+	}
+	if !done {
+		perr = c.recvWait(ctx, op, nil, &op.recvWait, blocked)
+	}
 	n, oobn, rflags = op.n, int(op.hdr.Controllen), int(op.hdr.Flags)
 	if ownCtl {
 		var f int32
@@ -576,8 +583,11 @@ func (op *msgOp) setDest(to netip.AddrPort) error {
 // without its lock (see waitContext), and the context's end wakes it with
 // a deadline in the past. A wait that must register, park, or go the
 // shared way, or that a deadline woke, goes on as waitAfterTry does. It
-// spares each waiting read four calls or more.
-func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait) error {
+// spares each waiting read four calls or more. A read that skips its
+// try comes here only when recvSkipping, its own way, did not get its
+// message; blocked is then how long it slept in recvmsg (negative: it
+// did not sleep there).
+func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait, blocked time.Duration) error {
 	k := c.k
 	// A read of a socket whose last reads had to wait (skipAfter in a row)
 	// goes straight to the solo read's sleep in recvmsg, which returns a
@@ -593,7 +603,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	// try. A batch skips its recvmmsg the same way (its sleep is one
 	// recvmmsg that waits for the first message).
 	w := k.waits.Load()
-	skip := w >= skipAfter && uint32(w-skipAfter)%probeEvery != probeEvery-1 &&
+	skip := skipping(w) &&
 		(op != nil && op.spin.limit == 0 && !op.dontWait || bop != nil && bop.spin.limit == 0 && !bop.dontWait)
 	// A read whose context has ended returns its error, not a message
 	// that is there: a try comes after the check, and a skipped one after
@@ -645,7 +655,7 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 	var err error
 	if k.soloBusy.CompareAndSwap(false, true) {
 		var done, park bool
-		done, park, err = k.soloSleep(op, bop, ow.f, false)
+		done, park, err = k.soloSleep(op, bop, ow.f, blocked >= 0, blocked)
 		if skip && !park && (!done || err != nil) && tryRecv(op, ow, k.fd) {
 			// The wait ended without its message (a deadline, or the
 			// shared way): the skipped try comes first.
@@ -683,6 +693,58 @@ func (c *Conn) recvWait(ctx context.Context, op *msgOp, bop *batchOp, ow *opWait
 		mux.leaveLockless()
 	}
 	return err
+}
+
+// skipping reports whether a read of a socket whose count of waits is w
+// skips its try (see recvWait).
+func skipping(w int32) bool {
+	return w >= skipAfter && uint32(w-skipAfter)%probeEvery != probeEvery-1
+}
+
+// recvSkipping is the common way of a read that skips its try (see
+// recvWait; w is the count of waits it read): the socket's only reader,
+// with no context or one the read deadline mux watches, on one of several
+// Ps, sleeps in recvmsg at once, with soloSleep's checks and blockRecv's
+// sleep written out, which spares it the calls and generality of the
+// other ways. It reports whether the read is done (then without error:
+// a receive's own error is op's). If not, recvWait goes on as for any
+// such read, this call's effects undone but for one: if blocked is not
+// negative, the read slept that long in recvmsg without a message, and
+// soloSleep counts that sleep as its own.
+func (c *Conn) recvSkipping(ctx context.Context, op *msgOp, w int32) (done bool, blocked time.Duration) {
+	mux := &c.readDeadline
+	lockless := false
+	if ctx != nil {
+		if d := ctx.Done(); d != nil {
+			if !mux.enterLockless(d) {
+				return false, -1
+			}
+			if ctx.Err() != nil {
+				mux.leaveLockless()
+				return false, -1
+			}
+			lockless = true
+		}
+	}
+	done, blocked = false, -1
+	k := c.k
+	if k.acquire() {
+		if k.soloBusy.CompareAndSwap(false, true) {
+			done, blocked = k.blockSolo(op)
+			k.soloBusy.Store(false)
+		}
+		k.release()
+	}
+	if lockless {
+		mux.leaveLockless()
+	}
+	if done {
+		if w++; w >= skipAfter+probeEvery {
+			w = skipAfter
+		}
+		k.waits.Store(w)
+	}
+	return done, blocked
 }
 
 // skipAfter is how many reads of a socket in a row must have waited for

@@ -161,17 +161,19 @@ func TestIntegrationWaiting(t *testing.T) {
 func TestIntegrationBlockingSoloRead(t *testing.T) {
 	vmtest.Require(t)
 	for _, batch := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ReadMsg", true: "ReadBatch"}[batch], func(t *testing.T) {
-			a, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer a.Close()
-			b, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rdssock.BlockingSoloReadScenario(t, a, b, b.LocalAddrPort(), batch)
-		})
+		for _, skip := range []bool{false, true} {
+			t.Run(rdssock.SoloReadName(batch, skip), func(t *testing.T) {
+				a, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer a.Close()
+				b, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rdssock.BlockingSoloReadScenario(t, a, b, b.LocalAddrPort(), batch, skip)
+			})
+		}
 	}
 }
