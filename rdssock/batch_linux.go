@@ -417,7 +417,14 @@ func (c *Conn) ReadBatch(ctx context.Context, ms []Message, flags int) (int, err
 	if ctx == context.Background() {
 		ctx = nil // as for ReadMsg: no context to watch
 	}
-	perr := c.recvWait(ctx, nil, op, &op.recvWait, -1)
+	var perr error
+	done, blocked := false, time.Duration(-1)
+	if w := c.k.waits.Load(); skipping(w) && op.spin.limit == 0 && !op.dontWait {
+		done, blocked = c.recvSkipping(ctx, nil, op, w)
+	}
+	if !done {
+		perr = c.recvWait(ctx, nil, op, &op.recvWait, blocked)
+	}
 	n, errno := op.n, op.errno
 	if perr == nil && errno == 0 {
 		n = op.fill(ms, n)

@@ -609,12 +609,13 @@ func (k *kfd) soloSleep(op *msgOp, bop *batchOp, f func(fd uintptr) bool, try bo
 // blockSolo is Conn.recvSkipping's sleep, for the holder of soloBusy and
 // a reference: soloSleep's first round without its try, if that round
 // would sleep in recvmsg (blockRecv) on a socket set up for it, else
-// nothing. It reports whether op has its result; if not, blocked is how
-// long it slept in recvmsg (negative: it did not). blockRecv's steps are
-// written out (publishing the thread, one receive), which spares the
-// calls; a receive that ends without a message leaves the rest to the
-// caller's soloSleep.
-func (k *kfd) blockSolo(op *msgOp) (done bool, blocked time.Duration) {
+// nothing. The receive is op's, or if op is nil bop's (recvmmsg). It
+// reports whether the read has its result; if not, blocked is how long it
+// slept in recvmsg (negative: it did not). blockRecv's steps are written
+// out (publishing the thread, one receive, op's recvmsg itself), which
+// spares the calls; a receive that ends without a message leaves the rest
+// to the caller's soloSleep.
+func (k *kfd) blockSolo(op *msgOp, bop *batchOp) (done bool, blocked time.Duration) {
 	if k.soloCalls++; k.soloCalls%procsEvery == 1 {
 		readProcs()
 	}
@@ -645,27 +646,34 @@ func (k *kfd) blockSolo(op *msgOp) (done bool, blocked time.Duration) {
 		kernelWaiters.Add(-1)
 		return false, -1
 	}
-	op.armRecv()
-	var r uintptr
+	var got bool
 	var e unix.Errno
-	if rawNoError {
-		r, _ = unix.RawSyscallNoError(unix.SYS_RECVMSG, uintptr(k.fd), uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT))
-		r, e = rawResult(r)
+	if op != nil {
+		op.armRecv()
+		var r uintptr
+		if rawNoError {
+			r, _ = unix.RawSyscallNoError(unix.SYS_RECVMSG, uintptr(k.fd), uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT))
+			r, e = rawResult(r)
+		} else {
+			r, _, e = syscall.RawSyscall6(unix.SYS_RECVMSG, uintptr(k.fd), uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT), 0, 0, 0)
+		}
+		if got = e != unix.EAGAIN && e != unix.ETIMEDOUT && e != unix.EINTR && !(op.skipCong && e == 0 && isCongNotice(int(r), &op.hdr)); got {
+			op.n, op.errno = int(r), e
+		}
 	} else {
-		r, _, e = syscall.RawSyscall6(unix.SYS_RECVMSG, uintptr(k.fd), uintptr(unsafe.Pointer(&op.hdr)), uintptr(op.flags&^unix.MSG_DONTWAIT), 0, 0, 0)
+		got, e = bop.recvBlocking(uintptr(k.fd))
 	}
 	k.unpublishBlock()
 	kernelWaiters.Add(-1)
 	switch {
+	case got:
+		return true, 0
 	case e == unix.EINTR:
 		// A signal that was not a wake-up (see blockRecv): as if this
 		// had not slept, so that soloSleep's blockRecv receives again.
 		return false, -1
-	case e == unix.EAGAIN || e == unix.ETIMEDOUT || op.skipCong && e == 0 && isCongNotice(int(r), &op.hdr):
-		return false, k.blockSlept(e, now)
 	}
-	op.n, op.errno = int(r), e
-	return true, 0
+	return false, k.blockSlept(e, now)
 }
 
 // mayBlock reports whether a solo read with p Ps may sleep in recvmsg

@@ -894,9 +894,10 @@ func TestBlockingSoloRead(t *testing.T) {
 }
 
 // TestSkippingReadSleepsInRecvmsgOnce: a read that skips its try sleeps
-// in recvmsg at once (Conn.recvSkipping); when that sleep times out with
-// no message, the rest of the wait sleeps in ppoll, as after blockRecv's
-// one such sleep per wait, and a message still ends it.
+// in the receive at once (Conn.recvSkipping); when that sleep times out
+// with no message, the rest of the wait sleeps in ppoll, as after
+// blockRecv's one such sleep per wait, and a message still ends it. The
+// same for ReadMsg and ReadBatch.
 func TestSkippingReadSleepsInRecvmsgOnce(t *testing.T) {
 	defer setGOMAXPROCS(4)()
 	defer setSleepLimits(time.Hour)()
@@ -905,125 +906,56 @@ func TestSkippingReadSleepsInRecvmsgOnce(t *testing.T) {
 	// AF_UNIX receive (EINTR), which is then made again.
 	blockSlice = 5 * time.Millisecond
 	defer func() { blockSlice = oldSlice; blockTook.Store(oldTook) }()
-	a, b := pair(t)
-	buf := make([]byte, 8)
-	// A first read that waits sets the socket up for sleeps in recvmsg
-	// (its SO_RCVTIMEO is blockSlice).
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		a.WriteMsg([]byte("0"), nil, noAddr)
-	}()
-	if _, _, _, _, err := b.ReadMsg(buf, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !b.k.rcvTimeo {
-		t.Fatal("a read that waited left the socket without its receive timeout")
-	}
-	blockTook.Store(0)
-	b.k.waits.Store(skipAfter)
-	got := readInBackground(b)
-	waitFor(t, "the read's sleep in recvmsg to time out", func() bool { return blockTook.Load() > 0 })
-	for end := time.Now().Add(3 * blockSlice); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if b.k.blockTid.Load() != 0 {
-			t.Fatal("after its sleep in recvmsg timed out, the read slept there again")
-		}
-	}
-	if kernelWaiters.Load() != 1 || !b.k.soloBusy.Load() {
-		t.Fatalf("the read is not sleeping in ppoll as the solo waiter: %d sleepers, solo %v", kernelWaiters.Load(), b.k.soloBusy.Load())
-	}
-	if _, err := a.WriteMsg([]byte("1"), nil, noAddr); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("ReadMsg: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the read still waits 5s after its message")
-	}
-}
-
-// parkedEver reports whether a read of c has parked in the runtime poller
-// (its read epoll instance exists).
-func parkedEver(c *Conn) bool {
-	c.k.mu.Lock()
-	defer c.k.mu.Unlock()
-	return c.k.er != nil
-}
-
-// TestOnlyPYieldsThenSleeps: with GOMAXPROCS=1 a read that must wait first
-// lets the runnable goroutines run, here the one that sends its message,
-// and then sleeps in the kernel, where the message is, instead of parking
-// in the runtime poller. Without the yield the sender could not run before
-// the sleep ended empty, and the read would park; before the only P could
-// sleep at all, every such read parked.
-func TestOnlyPYieldsThenSleeps(t *testing.T) {
-	defer setGOMAXPROCS(1)()
-	const rounds = 20
-	parked := 0
-	for range rounds {
+	for _, batch := range []bool{false, true} {
 		a, b := pair(t)
-		sent := make(chan error, 1)
-		go func() { // runnable, not running, until the read yields
-			_, err := a.WriteMsg([]byte("x"), nil, noAddr)
-			sent <- err
+		read := func() chan error {
+			got := make(chan error, 1)
+			go func() {
+				var err error
+				if batch {
+					_, err = b.ReadBatch(context.Background(), []Message{{Buffer: make([]byte, 8)}}, 0)
+				} else {
+					_, _, _, _, err = b.ReadMsg(make([]byte, 8), nil)
+				}
+				got <- err
+			}()
+			return got
+		}
+		// A first read that waits sets the socket up for sleeps in
+		// recvmsg (its SO_RCVTIMEO is blockSlice).
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			a.WriteMsg([]byte("0"), nil, noAddr)
 		}()
-		if _, _, _, _, err := b.ReadMsg(make([]byte, 8), nil); err != nil {
-			t.Fatalf("ReadMsg: %v", err)
+		if err := <-read(); err != nil {
+			t.Fatal(err)
 		}
-		if err := <-sent; err != nil {
-			t.Fatalf("WriteMsg: %v", err)
+		if !b.k.rcvTimeo {
+			t.Fatal("a read that waited left the socket without its receive timeout")
 		}
-		if parkedEver(b) {
-			parked++
+		blockTook.Store(0)
+		b.k.waits.Store(skipAfter)
+		got := read()
+		waitFor(t, "the read's sleep in the receive to time out", func() bool { return blockTook.Load() > 0 })
+		for end := time.Now().Add(3 * blockSlice); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			if b.k.blockTid.Load() != 0 {
+				t.Fatalf("batch %v: after its sleep in the receive timed out, the read slept there again", batch)
+			}
 		}
-		if n := b.k.onlyPSkip.Load(); n != 0 && !parkedEver(b) {
-			t.Fatalf("a read that did not park set onlyPSkip to %d", n)
+		if kernelWaiters.Load() != 1 || !b.k.soloBusy.Load() {
+			t.Fatalf("batch %v: the read is not sleeping in ppoll as the solo waiter: %d sleepers, solo %v", batch, kernelWaiters.Load(), b.k.soloBusy.Load())
 		}
-	}
-	// The scheduler runs the global queue first once every 61 turns, so
-	// now and then the reader comes back before the sender has run.
-	if parked > rounds/4 {
-		t.Errorf("%d of %d reads parked with their message sent during their yield; want most to find it in their sleep on the only P", parked, rounds)
-	}
-}
-
-// TestOnlyPParksBesideAParkedWait: with GOMAXPROCS=1 a read does not sleep
-// on the only P while another read of the program is parked, whose
-// goroutine could not run meanwhile; and after a sleep there that found
-// nothing, the socket's next onlyPSkips reads park at once.
-func TestOnlyPParksBesideAParkedWait(t *testing.T) {
-	defer setGOMAXPROCS(1)()
-	a1, b1 := pair(t)
-	first := readInBackground(b1) // sleeps onlyPSlice, finds nothing, parks
-	waitFor(t, "the first read to park", func() bool { _, h, _ := readInstance(b1); return h == 1 })
-	if n := b1.k.onlyPSkip.Load(); n != onlyPSkips {
-		t.Errorf("after a sleep on the only P that found nothing, onlyPSkip = %d, want %d", n, onlyPSkips)
-	}
-
-	a2, b2 := pair(t)
-	go a2.WriteMsg([]byte("x"), nil, noAddr) // sends during the read's yield
-	if _, _, _, _, err := b2.ReadMsg(make([]byte, 8), nil); err != nil {
-		t.Fatalf("ReadMsg: %v", err)
-	}
-	if !parkedEver(b2) {
-		t.Error("a read beside a parked one slept on the only P; want it parked")
-	}
-
-	if _, err := a1.WriteMsg([]byte("x"), nil, noAddr); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("the parked read: %v", err)
-	}
-	// No other wait is parked now, but b1's reads still skip their sleep.
-	go a1.WriteMsg([]byte("y"), nil, noAddr)
-	if _, _, _, _, err := b1.ReadMsg(make([]byte, 8), nil); err != nil {
-		t.Fatalf("ReadMsg: %v", err)
-	}
-	if n := b1.k.onlyPSkip.Load(); n != onlyPSkips-1 {
-		t.Errorf("the read after the miss: onlyPSkip = %d, want %d (one skip used)", n, onlyPSkips-1)
+		if _, err := a.WriteMsg([]byte("1"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatalf("batch %v: %v", batch, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("batch %v: the read still waits 5s after its message", batch)
+		}
 	}
 }
 

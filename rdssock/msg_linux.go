@@ -437,7 +437,7 @@ func (c *Conn) readMsg(ctx context.Context, b, oob []byte, flags int) (n, oobn, 
 	var perr error
 	done, blocked := false, time.Duration(-1)
 	if w := c.k.waits.Load(); skipping(w) && op.spin.limit == 0 && !op.dontWait {
-		done, blocked = c.recvSkipping(ctx, op, w)
+		done, blocked = c.recvSkipping(ctx, op, nil, w)
 	}
 	if !done {
 		perr = c.recvWait(ctx, op, nil, &op.recvWait, blocked)
@@ -702,7 +702,8 @@ func skipping(w int32) bool {
 }
 
 // recvSkipping is the common way of a read that skips its try (see
-// recvWait; w is the count of waits it read): the socket's only reader,
+// recvWait; w is the count of waits it read), op's or if op is nil the
+// batch bop's: the socket's only reader,
 // with no context or one the read deadline mux watches, on one of several
 // Ps, sleeps in recvmsg at once, with soloSleep's checks and blockRecv's
 // sleep written out, which spares it the calls and generality of the
@@ -711,7 +712,7 @@ func skipping(w int32) bool {
 // such read, this call's effects undone but for one: if blocked is not
 // negative, the read slept that long in recvmsg without a message, and
 // soloSleep counts that sleep as its own.
-func (c *Conn) recvSkipping(ctx context.Context, op *msgOp, w int32) (done bool, blocked time.Duration) {
+func (c *Conn) recvSkipping(ctx context.Context, op *msgOp, bop *batchOp, w int32) (done bool, blocked time.Duration) {
 	mux := &c.readDeadline
 	lockless := false
 	if ctx != nil {
@@ -730,7 +731,7 @@ func (c *Conn) recvSkipping(ctx context.Context, op *msgOp, w int32) (done bool,
 	k := c.k
 	if k.acquire() {
 		if k.soloBusy.CompareAndSwap(false, true) {
-			done, blocked = k.blockSolo(op)
+			done, blocked = k.blockSolo(op, bop)
 			k.soloBusy.Store(false)
 		}
 		k.release()
