@@ -948,14 +948,22 @@ func TestSkippingReadSleepsInRecvmsgOnce(t *testing.T) {
 		if _, err := a.WriteMsg([]byte("1"), nil, noAddr); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-got:
-			if err != nil {
-				t.Fatalf("batch %v: %v", batch, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("batch %v: the read still waits 5s after its message", batch)
+		if err := readResultIn(t, got, 5*time.Second); err != nil {
+			t.Fatalf("batch %v: %v", batch, err)
 		}
+	}
+}
+
+// readResultIn returns what a read started in the background (got)
+// returned, failing t if it has not within d.
+func readResultIn(t *testing.T, got <-chan error, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-got:
+		return err
+	case <-time.After(d):
+		t.Fatalf("a read still waiting %v after its message was sent", d)
+		return nil
 	}
 }
 
@@ -1057,14 +1065,7 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	for _, watched := range []bool{false, true} {
 		ctx, cancel := context.WithCancel(context.Background())
 		if watched {
-			// A read with ctx that waits makes the socket watch it.
-			go func() {
-				time.Sleep(20 * time.Millisecond)
-				a.WriteMsg([]byte("w"), nil, noAddr)
-			}()
-			if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil {
-				t.Fatal(err)
-			}
+			waitedRead(t, a, b, ctx) // makes the socket watch ctx
 		}
 		if _, err := a.WriteMsg([]byte("6"), nil, noAddr); err != nil {
 			t.Fatal(err)
@@ -1132,13 +1133,7 @@ func TestSkippingReadSeesTheContextEnd(t *testing.T) {
 	// Reads with ctx that wait: the socket watches ctx after the second,
 	// and the descriptor is set up for sleeps in recvmsg.
 	for range 3 {
-		go func() {
-			time.Sleep(20 * time.Millisecond)
-			a.WriteMsg([]byte("w"), nil, noAddr)
-		}()
-		if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); err != nil {
-			t.Fatal(err)
-		}
+		waitedRead(t, a, b, ctx)
 	}
 	if _, err := a.WriteMsg([]byte("m"), nil, noAddr); err != nil {
 		t.Fatal(err)
@@ -1153,6 +1148,19 @@ func TestSkippingReadSeesTheContextEnd(t *testing.T) {
 	cancel()
 	if _, _, _, _, err := b.ReadMsgContext(ctx, buf, nil, 0); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a skipping read with its watched context canceled and a message there = %v; want context.Canceled", err)
+	}
+}
+
+// waitedRead makes a read of b with ctx that has to wait for its message,
+// which a sends 20 ms later.
+func waitedRead(t *testing.T, a, b *Conn, ctx context.Context) {
+	t.Helper()
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		a.WriteMsg([]byte("w"), nil, noAddr)
+	}()
+	if _, _, _, _, err := b.ReadMsgContext(ctx, make([]byte, 8), nil, 0); err != nil {
+		t.Fatal(err)
 	}
 }
 

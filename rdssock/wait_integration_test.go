@@ -163,17 +163,21 @@ func TestIntegrationBlockingSoloRead(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		for _, skip := range []bool{false, true} {
 			t.Run(rdssock.SoloReadName(batch, skip), func(t *testing.T) {
-				a, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer a.Close()
-				b, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				a, b := listenLoopback(t), listenLoopback(t)
 				rdssock.BlockingSoloReadScenario(t, a, b, b.LocalAddrPort(), batch, skip)
 			})
 		}
 	}
+}
+
+// listenLoopback returns a socket bound to the IPv4 loopback address on a
+// port of the kernel's choice, closed when t ends.
+func listenLoopback(t *testing.T) *rdssock.Conn {
+	t.Helper()
+	c, err := rdssock.Listen(netip.AddrPortFrom(vmtest.Loopback4, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
