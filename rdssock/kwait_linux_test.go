@@ -967,6 +967,89 @@ func readResultIn(t *testing.T, got <-chan error, d time.Duration) error {
 	}
 }
 
+// parkedEver reports whether a read of c has parked in the runtime poller
+// (its read epoll instance exists).
+func parkedEver(c *Conn) bool {
+	c.k.mu.Lock()
+	defer c.k.mu.Unlock()
+	return c.k.er != nil
+}
+
+// TestOnlyPYieldsThenSleeps: with GOMAXPROCS=1 a read that must wait first
+// lets the runnable goroutines run, here the one that sends its message,
+// and then sleeps in the kernel, where the message is, instead of parking
+// in the runtime poller. Without the yield the sender could not run before
+// the sleep ended empty, and the read would park; before the only P could
+// sleep at all, every such read parked.
+func TestOnlyPYieldsThenSleeps(t *testing.T) {
+	defer setGOMAXPROCS(1)()
+	const rounds = 20
+	parked := 0
+	for range rounds {
+		a, b := pair(t)
+		sent := make(chan error, 1)
+		go func() { // runnable, not running, until the read yields
+			_, err := a.WriteMsg([]byte("x"), nil, noAddr)
+			sent <- err
+		}()
+		if _, _, _, _, err := b.ReadMsg(make([]byte, 8), nil); err != nil {
+			t.Fatalf("ReadMsg: %v", err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatalf("WriteMsg: %v", err)
+		}
+		if parkedEver(b) {
+			parked++
+		}
+		if n := b.k.onlyPSkip.Load(); n != 0 && !parkedEver(b) {
+			t.Fatalf("a read that did not park set onlyPSkip to %d", n)
+		}
+	}
+	// The scheduler runs the global queue first once every 61 turns, so
+	// now and then the reader comes back before the sender has run.
+	if parked > rounds/4 {
+		t.Errorf("%d of %d reads parked with their message sent during their yield; want most to find it in their sleep on the only P", parked, rounds)
+	}
+}
+
+// TestOnlyPParksBesideAParkedWait: with GOMAXPROCS=1 a read does not sleep
+// on the only P while another read of the program is parked, whose
+// goroutine could not run meanwhile; and after a sleep there that found
+// nothing, the socket's next onlyPSkips reads park at once.
+func TestOnlyPParksBesideAParkedWait(t *testing.T) {
+	defer setGOMAXPROCS(1)()
+	a1, b1 := pair(t)
+	first := readInBackground(b1) // sleeps onlyPSlice, finds nothing, parks
+	waitFor(t, "the first read to park", func() bool { _, h, _ := readInstance(b1); return h == 1 })
+	if n := b1.k.onlyPSkip.Load(); n != onlyPSkips {
+		t.Errorf("after a sleep on the only P that found nothing, onlyPSkip = %d, want %d", n, onlyPSkips)
+	}
+
+	a2, b2 := pair(t)
+	go a2.WriteMsg([]byte("x"), nil, noAddr) // sends during the read's yield
+	if _, _, _, _, err := b2.ReadMsg(make([]byte, 8), nil); err != nil {
+		t.Fatalf("ReadMsg: %v", err)
+	}
+	if !parkedEver(b2) {
+		t.Error("a read beside a parked one slept on the only P; want it parked")
+	}
+
+	if _, err := a1.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the parked read: %v", err)
+	}
+	// No other wait is parked now, but b1's reads still skip their sleep.
+	go a1.WriteMsg([]byte("y"), nil, noAddr)
+	if _, _, _, _, err := b1.ReadMsg(make([]byte, 8), nil); err != nil {
+		t.Fatalf("ReadMsg: %v", err)
+	}
+	if n := b1.k.onlyPSkip.Load(); n != onlyPSkips-1 {
+		t.Errorf("the read after the miss: onlyPSkip = %d, want %d (one skip used)", n, onlyPSkips-1)
+	}
+}
+
 // TestDeadlineBeforeTheTick: the kernel rounds a receive's timeout up to
 // its timer tick, so a read whose deadline is nearer than a timed-out
 // sleep in recvmsg was seen to last sleeps in ppoll instead, and returns
