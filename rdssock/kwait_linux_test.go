@@ -1203,6 +1203,45 @@ func TestWaitedReadSkipsTheTry(t *testing.T) {
 	}
 }
 
+// TestSkippingReadTakesItsOwnWay: a ReadMsg and a ReadBatch that skip
+// their try on a socket set up for sleeps in recvmsg take recvSkipping's
+// way, whose receive returns the message that is there. Observed through
+// the solo read's eventfd, which only the usual way (soloSleep) creates.
+// (The message is sent first: a sleep of more than 10 ms in an AF_UNIX
+// receive ends with EINTR at sysmon's preemption, and the rest of such a
+// wait goes the usual way.)
+func TestSkippingReadTakesItsOwnWay(t *testing.T) {
+	defer setGOMAXPROCS(4)()
+	defer setSleepLimits(time.Hour)()
+	for _, batch := range []bool{false, true} {
+		a, b := pair(t)
+		tv := unix.NsecToTimeval(int64(blockSlice))
+		if err := unix.SetsockoptTimeval(b.k.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			t.Fatal(err)
+		}
+		b.k.rcvTimeo = true // as blockRecv leaves it
+		b.k.waits.Store(skipAfter)
+		if _, err := a.WriteMsg([]byte("x"), nil, noAddr); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if batch {
+			_, err = b.ReadBatch(context.Background(), []Message{{Buffer: make([]byte, 8)}}, 0)
+		} else {
+			_, _, _, _, err = b.ReadMsg(make([]byte, 8), nil)
+		}
+		if err != nil {
+			t.Fatalf("batch %v: %v", batch, err)
+		}
+		if w := b.k.waits.Load(); w != skipAfter+1 {
+			t.Errorf("batch %v: the read left waits at %d, want %d (a wait)", batch, w, skipAfter+1)
+		}
+		if b.k.soloEfd != -1 {
+			t.Errorf("batch %v: the skipping read went the usual way (it made the solo eventfd)", batch)
+		}
+	}
+}
+
 // TestSkippingReadSeesTheContextEnd: a read that skips its try with a
 // context the socket watches returns the context's error, not a message
 // that is there, also before the watch has moved the read deadline into
