@@ -18,7 +18,8 @@
 // results back to the host, which writes BENCHMARKS.md (never edit that file:
 // run the command again). Every workload also reports the CPU time per
 // message of each process. A last section ("What the VM charges for code")
-// measures what a function call costs the emulated CPU after a wake-up.
+// measures what a function call, and the same code inlined, costs the
+// emulated CPU after a wake-up.
 //
 // A short trial of the tools section alone, written elsewhere:
 //

@@ -635,29 +635,62 @@ func (r *Report) wakeRow(lang, mode string, k int) *WakeCost {
 
 func (r *Report) mdWakeCode(w func(string, ...any)) {
 	w("## What the VM charges for code\n\n")
-	w("Two processes of one language pass a byte back and forth over two pipes, each waking for every byte as the two ends of a request/response exchange do; after each wake-up both make %d calls of small functions (each a test and an add or an xor, a few instructions) before they answer: one function %d times (`repeated`) or %d different ones once each (`distinct`). ", WakeK, WakeK, WakeK)
-	w("The table gives the user CPU time per message of the process that measures (getrusage over %d messages after 2000 of warm-up; the median of the rounds, which alternate which language goes first) and, from it, what one call adds. ", WakeMsgs)
+	w("Two processes of one language pass a byte back and forth over two pipes, each waking for every byte as the two ends of a request/response exchange do; after each wake-up both run some small code before they answer: %d calls of one small function (each a test and an add or an xor, a few instructions; `repeated`), one call each of %d different ones (`distinct`), or the bodies of those %d functions written one after another in one function, without the calls (`inlined`: the instructions of `distinct` less each call and return). ", WakeK, WakeK, WakeK)
+	w("The table gives the user CPU time per message of the process that measures (getrusage over %d messages after 2000 of warm-up; the median of the rounds, which alternate which language goes first) and, from it, what one call or one inlined body adds. ", WakeMsgs)
 	w("C is integration/internal/bench/cbaseline/wakecode.c, Go the rdsbench worker role `wakecode` (integration/internal/bench/wakecode_linux.go), with the same functions, each compiled to one basic block, and the same system calls (Go's raw, as rdssock's are, so that the runtime's path for a system call that blocks is not part of it).\n\n")
-	w("| language | rounds | no calls: us/msg | %d repeated: us/msg | %d distinct: us/msg | ns per repeated call | ns per distinct call | spread (distinct) |\n|---|--:|--:|--:|--:|--:|--:|--:|\n", WakeK, WakeK)
-	per := map[string][2]float64{} // ns per repeated and per distinct call
+	w("| language | rounds | no calls: us/msg | %d repeated: us/msg | %d distinct: us/msg | %d inlined: us/msg | ns per repeated call | ns per distinct call | ns per inlined body | spread (distinct) |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n", WakeK, WakeK, WakeK)
+	per := map[string][3]float64{} // ns per repeated call, per distinct call, per inlined body
+	inlined := map[string]bool{}
 	for _, lang := range []string{"C", "Go"} {
-		r0, r1, r2 := r.wakeRow(lang, "", 0), r.wakeRow(lang, "repeated", WakeK), r.wakeRow(lang, "distinct", WakeK)
+		r0, r1, r2, r3 := r.wakeRow(lang, "", 0), r.wakeRow(lang, "repeated", WakeK), r.wakeRow(lang, "distinct", WakeK), r.wakeRow(lang, "inlined", WakeK)
 		if r0 == nil || r1 == nil || r2 == nil {
 			continue
 		}
 		none, rep, dis := median(r0.UserUS), median(r1.UserUS), median(r2.UserUS)
 		rounds, spread := len(r2.UserUS), fmtSpread(r2.UserUS)
-		per[lang] = [2]float64{(rep - none) * 1000 / WakeK, (dis - none) * 1000 / WakeK}
-		w("| %s | %d | %s | %s | %s | %s | %s | %s |\n", lang, rounds, fmtNum(none), fmtNum(rep), fmtNum(dis),
-			fmtNum(per[lang][0]), fmtNum(per[lang][1]), spread)
+		p := [3]float64{(rep - none) * 1000 / WakeK, (dis - none) * 1000 / WakeK}
+		inl, inlPer := "-", "-"
+		if r3 != nil {
+			in := median(r3.UserUS)
+			p[2] = (in - none) * 1000 / WakeK
+			inl, inlPer, inlined[lang] = fmtNum(in), fmtNum(p[2]), true
+		}
+		per[lang] = p
+		w("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", lang, rounds, fmtNum(none), fmtNum(rep), fmtNum(dis), inl,
+			fmtNum(p[0]), fmtNum(p[1]), inlPer, spread)
 	}
 	w("\n")
 	c, cok := per["C"]
 	g, gok := per["Go"]
-	if cok && gok {
-		w("In this run a call of code that ran once since the last wake-up cost %s times a repeated call in C and %s times in Go, and such a call cost Go %s times what it cost C. ",
-			fmtRatio(safeDiv(c[1], c[0])), fmtRatio(safeDiv(g[1], g[0])), fmtRatio(safeDiv(g[1], c[1])))
-		w("Why code that ran once since the last wake-up costs more is not measured here; the emulator's per-CPU caches of translated code and of address translations, through which the kernel's work and the other process run between two wake-ups, are the likely place. ")
-		w("Every instruction that a Go side runs per message and the C side does not is code of that kind, and the CPU time per message in the rows above weighs it so; rdsinstr (integration/cmd/rdsinstr) counts those instructions on the host.\n\n")
+	if !cok || !gok {
+		return
 	}
+	w("In this run a call of code that ran once since the last wake-up cost %s times a repeated call in C and %s times in Go, and such a call cost Go %s times what it cost C. ",
+		fmtRatio(safeDiv(c[1], c[0])), fmtRatio(safeDiv(g[1], g[0])), fmtRatio(safeDiv(g[1], c[1])))
+	callsCost := false
+	if inlined["C"] && inlined["Go"] {
+		fc, fg := safeDiv(c[2], c[1]), safeDiv(g[2], g[1])
+		w("Written inline, the same code cost %s per body in C and %s in Go: %s and %s of a distinct call. ", fmtBody(c[2]), fmtBody(g[2]), fmtRatio(fc), fmtRatio(fg))
+		callsCost = fc < wakeCallsShare && fg < wakeCallsShare
+	}
+	if callsCost {
+		w("So what the VM charges for code that ran once since the last wake-up is in its calls and returns far more than in its instructions: every call that a Go side makes per message and the C side does not weighs about a distinct call in the CPU time per message of the rows above, and a run of instructions without calls weighs little. ")
+		w("A likely place is the emulator's lookup of translated code for a jump whose target it has not cached since the last wake-up (every return is such a jump). rdsinstr (integration/cmd/rdsinstr) counts the instructions and the calls per message on the host.\n\n")
+		return
+	}
+	w("Why code that ran once since the last wake-up costs more is not measured here; the emulator's per-CPU caches of translated code and of address translations, through which the kernel's work and the other process run between two wake-ups, are the likely place. ")
+	w("Every instruction that a Go side runs per message and the C side does not is code of that kind, and the CPU time per message in the rows above weighs it so; rdsinstr (integration/cmd/rdsinstr) counts those instructions on the host.\n\n")
 }
+
+// fmtBody formats what one inlined body added: nothing measurable when
+// the run with the bodies took no longer than the one without.
+func fmtBody(ns float64) string {
+	if ns <= 0 {
+		return "nothing measurable"
+	}
+	return fmtNum(ns) + " ns"
+}
+
+// wakeCallsShare is the share of a distinct call's cost below which an
+// inlined body's, in both languages, shows that the calls are what costs.
+const wakeCallsShare = 0.25

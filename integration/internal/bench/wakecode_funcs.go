@@ -4006,3 +4006,2011 @@ func f499(x int64) int64 {
 	}
 	return y
 }
+
+// wakeInline runs the bodies of f100 to f499 one after another, each once,
+// with no call between them, as cbaseline/wakecode.c's inlined does.
+//
+//go:noinline
+func wakeInline(x int64) int64 {
+	if y := x ^ 1700; x&3 != 0 {
+		x += 100
+	} else {
+		x = y
+	}
+	if y := x ^ 1717; x&4 != 0 {
+		x += 101
+	} else {
+		x = y
+	}
+	if y := x ^ 1734; x&5 != 0 {
+		x += 102
+	} else {
+		x = y
+	}
+	if y := x ^ 1751; x&6 != 0 {
+		x += 103
+	} else {
+		x = y
+	}
+	if y := x ^ 1768; x&7 != 0 {
+		x += 104
+	} else {
+		x = y
+	}
+	if y := x ^ 1785; x&1 != 0 {
+		x += 105
+	} else {
+		x = y
+	}
+	if y := x ^ 1802; x&2 != 0 {
+		x += 106
+	} else {
+		x = y
+	}
+	if y := x ^ 1819; x&3 != 0 {
+		x += 107
+	} else {
+		x = y
+	}
+	if y := x ^ 1836; x&4 != 0 {
+		x += 108
+	} else {
+		x = y
+	}
+	if y := x ^ 1853; x&5 != 0 {
+		x += 109
+	} else {
+		x = y
+	}
+	if y := x ^ 1870; x&6 != 0 {
+		x += 110
+	} else {
+		x = y
+	}
+	if y := x ^ 1887; x&7 != 0 {
+		x += 111
+	} else {
+		x = y
+	}
+	if y := x ^ 1904; x&1 != 0 {
+		x += 112
+	} else {
+		x = y
+	}
+	if y := x ^ 1921; x&2 != 0 {
+		x += 113
+	} else {
+		x = y
+	}
+	if y := x ^ 1938; x&3 != 0 {
+		x += 114
+	} else {
+		x = y
+	}
+	if y := x ^ 1955; x&4 != 0 {
+		x += 115
+	} else {
+		x = y
+	}
+	if y := x ^ 1972; x&5 != 0 {
+		x += 116
+	} else {
+		x = y
+	}
+	if y := x ^ 1989; x&6 != 0 {
+		x += 117
+	} else {
+		x = y
+	}
+	if y := x ^ 2006; x&7 != 0 {
+		x += 118
+	} else {
+		x = y
+	}
+	if y := x ^ 2023; x&1 != 0 {
+		x += 119
+	} else {
+		x = y
+	}
+	if y := x ^ 2040; x&2 != 0 {
+		x += 120
+	} else {
+		x = y
+	}
+	if y := x ^ 2057; x&3 != 0 {
+		x += 121
+	} else {
+		x = y
+	}
+	if y := x ^ 2074; x&4 != 0 {
+		x += 122
+	} else {
+		x = y
+	}
+	if y := x ^ 2091; x&5 != 0 {
+		x += 123
+	} else {
+		x = y
+	}
+	if y := x ^ 2108; x&6 != 0 {
+		x += 124
+	} else {
+		x = y
+	}
+	if y := x ^ 2125; x&7 != 0 {
+		x += 125
+	} else {
+		x = y
+	}
+	if y := x ^ 2142; x&1 != 0 {
+		x += 126
+	} else {
+		x = y
+	}
+	if y := x ^ 2159; x&2 != 0 {
+		x += 127
+	} else {
+		x = y
+	}
+	if y := x ^ 2176; x&3 != 0 {
+		x += 128
+	} else {
+		x = y
+	}
+	if y := x ^ 2193; x&4 != 0 {
+		x += 129
+	} else {
+		x = y
+	}
+	if y := x ^ 2210; x&5 != 0 {
+		x += 130
+	} else {
+		x = y
+	}
+	if y := x ^ 2227; x&6 != 0 {
+		x += 131
+	} else {
+		x = y
+	}
+	if y := x ^ 2244; x&7 != 0 {
+		x += 132
+	} else {
+		x = y
+	}
+	if y := x ^ 2261; x&1 != 0 {
+		x += 133
+	} else {
+		x = y
+	}
+	if y := x ^ 2278; x&2 != 0 {
+		x += 134
+	} else {
+		x = y
+	}
+	if y := x ^ 2295; x&3 != 0 {
+		x += 135
+	} else {
+		x = y
+	}
+	if y := x ^ 2312; x&4 != 0 {
+		x += 136
+	} else {
+		x = y
+	}
+	if y := x ^ 2329; x&5 != 0 {
+		x += 137
+	} else {
+		x = y
+	}
+	if y := x ^ 2346; x&6 != 0 {
+		x += 138
+	} else {
+		x = y
+	}
+	if y := x ^ 2363; x&7 != 0 {
+		x += 139
+	} else {
+		x = y
+	}
+	if y := x ^ 2380; x&1 != 0 {
+		x += 140
+	} else {
+		x = y
+	}
+	if y := x ^ 2397; x&2 != 0 {
+		x += 141
+	} else {
+		x = y
+	}
+	if y := x ^ 2414; x&3 != 0 {
+		x += 142
+	} else {
+		x = y
+	}
+	if y := x ^ 2431; x&4 != 0 {
+		x += 143
+	} else {
+		x = y
+	}
+	if y := x ^ 2448; x&5 != 0 {
+		x += 144
+	} else {
+		x = y
+	}
+	if y := x ^ 2465; x&6 != 0 {
+		x += 145
+	} else {
+		x = y
+	}
+	if y := x ^ 2482; x&7 != 0 {
+		x += 146
+	} else {
+		x = y
+	}
+	if y := x ^ 2499; x&1 != 0 {
+		x += 147
+	} else {
+		x = y
+	}
+	if y := x ^ 2516; x&2 != 0 {
+		x += 148
+	} else {
+		x = y
+	}
+	if y := x ^ 2533; x&3 != 0 {
+		x += 149
+	} else {
+		x = y
+	}
+	if y := x ^ 2550; x&4 != 0 {
+		x += 150
+	} else {
+		x = y
+	}
+	if y := x ^ 2567; x&5 != 0 {
+		x += 151
+	} else {
+		x = y
+	}
+	if y := x ^ 2584; x&6 != 0 {
+		x += 152
+	} else {
+		x = y
+	}
+	if y := x ^ 2601; x&7 != 0 {
+		x += 153
+	} else {
+		x = y
+	}
+	if y := x ^ 2618; x&1 != 0 {
+		x += 154
+	} else {
+		x = y
+	}
+	if y := x ^ 2635; x&2 != 0 {
+		x += 155
+	} else {
+		x = y
+	}
+	if y := x ^ 2652; x&3 != 0 {
+		x += 156
+	} else {
+		x = y
+	}
+	if y := x ^ 2669; x&4 != 0 {
+		x += 157
+	} else {
+		x = y
+	}
+	if y := x ^ 2686; x&5 != 0 {
+		x += 158
+	} else {
+		x = y
+	}
+	if y := x ^ 2703; x&6 != 0 {
+		x += 159
+	} else {
+		x = y
+	}
+	if y := x ^ 2720; x&7 != 0 {
+		x += 160
+	} else {
+		x = y
+	}
+	if y := x ^ 2737; x&1 != 0 {
+		x += 161
+	} else {
+		x = y
+	}
+	if y := x ^ 2754; x&2 != 0 {
+		x += 162
+	} else {
+		x = y
+	}
+	if y := x ^ 2771; x&3 != 0 {
+		x += 163
+	} else {
+		x = y
+	}
+	if y := x ^ 2788; x&4 != 0 {
+		x += 164
+	} else {
+		x = y
+	}
+	if y := x ^ 2805; x&5 != 0 {
+		x += 165
+	} else {
+		x = y
+	}
+	if y := x ^ 2822; x&6 != 0 {
+		x += 166
+	} else {
+		x = y
+	}
+	if y := x ^ 2839; x&7 != 0 {
+		x += 167
+	} else {
+		x = y
+	}
+	if y := x ^ 2856; x&1 != 0 {
+		x += 168
+	} else {
+		x = y
+	}
+	if y := x ^ 2873; x&2 != 0 {
+		x += 169
+	} else {
+		x = y
+	}
+	if y := x ^ 2890; x&3 != 0 {
+		x += 170
+	} else {
+		x = y
+	}
+	if y := x ^ 2907; x&4 != 0 {
+		x += 171
+	} else {
+		x = y
+	}
+	if y := x ^ 2924; x&5 != 0 {
+		x += 172
+	} else {
+		x = y
+	}
+	if y := x ^ 2941; x&6 != 0 {
+		x += 173
+	} else {
+		x = y
+	}
+	if y := x ^ 2958; x&7 != 0 {
+		x += 174
+	} else {
+		x = y
+	}
+	if y := x ^ 2975; x&1 != 0 {
+		x += 175
+	} else {
+		x = y
+	}
+	if y := x ^ 2992; x&2 != 0 {
+		x += 176
+	} else {
+		x = y
+	}
+	if y := x ^ 3009; x&3 != 0 {
+		x += 177
+	} else {
+		x = y
+	}
+	if y := x ^ 3026; x&4 != 0 {
+		x += 178
+	} else {
+		x = y
+	}
+	if y := x ^ 3043; x&5 != 0 {
+		x += 179
+	} else {
+		x = y
+	}
+	if y := x ^ 3060; x&6 != 0 {
+		x += 180
+	} else {
+		x = y
+	}
+	if y := x ^ 3077; x&7 != 0 {
+		x += 181
+	} else {
+		x = y
+	}
+	if y := x ^ 3094; x&1 != 0 {
+		x += 182
+	} else {
+		x = y
+	}
+	if y := x ^ 3111; x&2 != 0 {
+		x += 183
+	} else {
+		x = y
+	}
+	if y := x ^ 3128; x&3 != 0 {
+		x += 184
+	} else {
+		x = y
+	}
+	if y := x ^ 3145; x&4 != 0 {
+		x += 185
+	} else {
+		x = y
+	}
+	if y := x ^ 3162; x&5 != 0 {
+		x += 186
+	} else {
+		x = y
+	}
+	if y := x ^ 3179; x&6 != 0 {
+		x += 187
+	} else {
+		x = y
+	}
+	if y := x ^ 3196; x&7 != 0 {
+		x += 188
+	} else {
+		x = y
+	}
+	if y := x ^ 3213; x&1 != 0 {
+		x += 189
+	} else {
+		x = y
+	}
+	if y := x ^ 3230; x&2 != 0 {
+		x += 190
+	} else {
+		x = y
+	}
+	if y := x ^ 3247; x&3 != 0 {
+		x += 191
+	} else {
+		x = y
+	}
+	if y := x ^ 3264; x&4 != 0 {
+		x += 192
+	} else {
+		x = y
+	}
+	if y := x ^ 3281; x&5 != 0 {
+		x += 193
+	} else {
+		x = y
+	}
+	if y := x ^ 3298; x&6 != 0 {
+		x += 194
+	} else {
+		x = y
+	}
+	if y := x ^ 3315; x&7 != 0 {
+		x += 195
+	} else {
+		x = y
+	}
+	if y := x ^ 3332; x&1 != 0 {
+		x += 196
+	} else {
+		x = y
+	}
+	if y := x ^ 3349; x&2 != 0 {
+		x += 197
+	} else {
+		x = y
+	}
+	if y := x ^ 3366; x&3 != 0 {
+		x += 198
+	} else {
+		x = y
+	}
+	if y := x ^ 3383; x&4 != 0 {
+		x += 199
+	} else {
+		x = y
+	}
+	if y := x ^ 3400; x&5 != 0 {
+		x += 200
+	} else {
+		x = y
+	}
+	if y := x ^ 3417; x&6 != 0 {
+		x += 201
+	} else {
+		x = y
+	}
+	if y := x ^ 3434; x&7 != 0 {
+		x += 202
+	} else {
+		x = y
+	}
+	if y := x ^ 3451; x&1 != 0 {
+		x += 203
+	} else {
+		x = y
+	}
+	if y := x ^ 3468; x&2 != 0 {
+		x += 204
+	} else {
+		x = y
+	}
+	if y := x ^ 3485; x&3 != 0 {
+		x += 205
+	} else {
+		x = y
+	}
+	if y := x ^ 3502; x&4 != 0 {
+		x += 206
+	} else {
+		x = y
+	}
+	if y := x ^ 3519; x&5 != 0 {
+		x += 207
+	} else {
+		x = y
+	}
+	if y := x ^ 3536; x&6 != 0 {
+		x += 208
+	} else {
+		x = y
+	}
+	if y := x ^ 3553; x&7 != 0 {
+		x += 209
+	} else {
+		x = y
+	}
+	if y := x ^ 3570; x&1 != 0 {
+		x += 210
+	} else {
+		x = y
+	}
+	if y := x ^ 3587; x&2 != 0 {
+		x += 211
+	} else {
+		x = y
+	}
+	if y := x ^ 3604; x&3 != 0 {
+		x += 212
+	} else {
+		x = y
+	}
+	if y := x ^ 3621; x&4 != 0 {
+		x += 213
+	} else {
+		x = y
+	}
+	if y := x ^ 3638; x&5 != 0 {
+		x += 214
+	} else {
+		x = y
+	}
+	if y := x ^ 3655; x&6 != 0 {
+		x += 215
+	} else {
+		x = y
+	}
+	if y := x ^ 3672; x&7 != 0 {
+		x += 216
+	} else {
+		x = y
+	}
+	if y := x ^ 3689; x&1 != 0 {
+		x += 217
+	} else {
+		x = y
+	}
+	if y := x ^ 3706; x&2 != 0 {
+		x += 218
+	} else {
+		x = y
+	}
+	if y := x ^ 3723; x&3 != 0 {
+		x += 219
+	} else {
+		x = y
+	}
+	if y := x ^ 3740; x&4 != 0 {
+		x += 220
+	} else {
+		x = y
+	}
+	if y := x ^ 3757; x&5 != 0 {
+		x += 221
+	} else {
+		x = y
+	}
+	if y := x ^ 3774; x&6 != 0 {
+		x += 222
+	} else {
+		x = y
+	}
+	if y := x ^ 3791; x&7 != 0 {
+		x += 223
+	} else {
+		x = y
+	}
+	if y := x ^ 3808; x&1 != 0 {
+		x += 224
+	} else {
+		x = y
+	}
+	if y := x ^ 3825; x&2 != 0 {
+		x += 225
+	} else {
+		x = y
+	}
+	if y := x ^ 3842; x&3 != 0 {
+		x += 226
+	} else {
+		x = y
+	}
+	if y := x ^ 3859; x&4 != 0 {
+		x += 227
+	} else {
+		x = y
+	}
+	if y := x ^ 3876; x&5 != 0 {
+		x += 228
+	} else {
+		x = y
+	}
+	if y := x ^ 3893; x&6 != 0 {
+		x += 229
+	} else {
+		x = y
+	}
+	if y := x ^ 3910; x&7 != 0 {
+		x += 230
+	} else {
+		x = y
+	}
+	if y := x ^ 3927; x&1 != 0 {
+		x += 231
+	} else {
+		x = y
+	}
+	if y := x ^ 3944; x&2 != 0 {
+		x += 232
+	} else {
+		x = y
+	}
+	if y := x ^ 3961; x&3 != 0 {
+		x += 233
+	} else {
+		x = y
+	}
+	if y := x ^ 3978; x&4 != 0 {
+		x += 234
+	} else {
+		x = y
+	}
+	if y := x ^ 3995; x&5 != 0 {
+		x += 235
+	} else {
+		x = y
+	}
+	if y := x ^ 4012; x&6 != 0 {
+		x += 236
+	} else {
+		x = y
+	}
+	if y := x ^ 4029; x&7 != 0 {
+		x += 237
+	} else {
+		x = y
+	}
+	if y := x ^ 4046; x&1 != 0 {
+		x += 238
+	} else {
+		x = y
+	}
+	if y := x ^ 4063; x&2 != 0 {
+		x += 239
+	} else {
+		x = y
+	}
+	if y := x ^ 4080; x&3 != 0 {
+		x += 240
+	} else {
+		x = y
+	}
+	if y := x ^ 4097; x&4 != 0 {
+		x += 241
+	} else {
+		x = y
+	}
+	if y := x ^ 4114; x&5 != 0 {
+		x += 242
+	} else {
+		x = y
+	}
+	if y := x ^ 4131; x&6 != 0 {
+		x += 243
+	} else {
+		x = y
+	}
+	if y := x ^ 4148; x&7 != 0 {
+		x += 244
+	} else {
+		x = y
+	}
+	if y := x ^ 4165; x&1 != 0 {
+		x += 245
+	} else {
+		x = y
+	}
+	if y := x ^ 4182; x&2 != 0 {
+		x += 246
+	} else {
+		x = y
+	}
+	if y := x ^ 4199; x&3 != 0 {
+		x += 247
+	} else {
+		x = y
+	}
+	if y := x ^ 4216; x&4 != 0 {
+		x += 248
+	} else {
+		x = y
+	}
+	if y := x ^ 4233; x&5 != 0 {
+		x += 249
+	} else {
+		x = y
+	}
+	if y := x ^ 4250; x&6 != 0 {
+		x += 250
+	} else {
+		x = y
+	}
+	if y := x ^ 4267; x&7 != 0 {
+		x += 251
+	} else {
+		x = y
+	}
+	if y := x ^ 4284; x&1 != 0 {
+		x += 252
+	} else {
+		x = y
+	}
+	if y := x ^ 4301; x&2 != 0 {
+		x += 253
+	} else {
+		x = y
+	}
+	if y := x ^ 4318; x&3 != 0 {
+		x += 254
+	} else {
+		x = y
+	}
+	if y := x ^ 4335; x&4 != 0 {
+		x += 255
+	} else {
+		x = y
+	}
+	if y := x ^ 4352; x&5 != 0 {
+		x += 256
+	} else {
+		x = y
+	}
+	if y := x ^ 4369; x&6 != 0 {
+		x += 257
+	} else {
+		x = y
+	}
+	if y := x ^ 4386; x&7 != 0 {
+		x += 258
+	} else {
+		x = y
+	}
+	if y := x ^ 4403; x&1 != 0 {
+		x += 259
+	} else {
+		x = y
+	}
+	if y := x ^ 4420; x&2 != 0 {
+		x += 260
+	} else {
+		x = y
+	}
+	if y := x ^ 4437; x&3 != 0 {
+		x += 261
+	} else {
+		x = y
+	}
+	if y := x ^ 4454; x&4 != 0 {
+		x += 262
+	} else {
+		x = y
+	}
+	if y := x ^ 4471; x&5 != 0 {
+		x += 263
+	} else {
+		x = y
+	}
+	if y := x ^ 4488; x&6 != 0 {
+		x += 264
+	} else {
+		x = y
+	}
+	if y := x ^ 4505; x&7 != 0 {
+		x += 265
+	} else {
+		x = y
+	}
+	if y := x ^ 4522; x&1 != 0 {
+		x += 266
+	} else {
+		x = y
+	}
+	if y := x ^ 4539; x&2 != 0 {
+		x += 267
+	} else {
+		x = y
+	}
+	if y := x ^ 4556; x&3 != 0 {
+		x += 268
+	} else {
+		x = y
+	}
+	if y := x ^ 4573; x&4 != 0 {
+		x += 269
+	} else {
+		x = y
+	}
+	if y := x ^ 4590; x&5 != 0 {
+		x += 270
+	} else {
+		x = y
+	}
+	if y := x ^ 4607; x&6 != 0 {
+		x += 271
+	} else {
+		x = y
+	}
+	if y := x ^ 4624; x&7 != 0 {
+		x += 272
+	} else {
+		x = y
+	}
+	if y := x ^ 4641; x&1 != 0 {
+		x += 273
+	} else {
+		x = y
+	}
+	if y := x ^ 4658; x&2 != 0 {
+		x += 274
+	} else {
+		x = y
+	}
+	if y := x ^ 4675; x&3 != 0 {
+		x += 275
+	} else {
+		x = y
+	}
+	if y := x ^ 4692; x&4 != 0 {
+		x += 276
+	} else {
+		x = y
+	}
+	if y := x ^ 4709; x&5 != 0 {
+		x += 277
+	} else {
+		x = y
+	}
+	if y := x ^ 4726; x&6 != 0 {
+		x += 278
+	} else {
+		x = y
+	}
+	if y := x ^ 4743; x&7 != 0 {
+		x += 279
+	} else {
+		x = y
+	}
+	if y := x ^ 4760; x&1 != 0 {
+		x += 280
+	} else {
+		x = y
+	}
+	if y := x ^ 4777; x&2 != 0 {
+		x += 281
+	} else {
+		x = y
+	}
+	if y := x ^ 4794; x&3 != 0 {
+		x += 282
+	} else {
+		x = y
+	}
+	if y := x ^ 4811; x&4 != 0 {
+		x += 283
+	} else {
+		x = y
+	}
+	if y := x ^ 4828; x&5 != 0 {
+		x += 284
+	} else {
+		x = y
+	}
+	if y := x ^ 4845; x&6 != 0 {
+		x += 285
+	} else {
+		x = y
+	}
+	if y := x ^ 4862; x&7 != 0 {
+		x += 286
+	} else {
+		x = y
+	}
+	if y := x ^ 4879; x&1 != 0 {
+		x += 287
+	} else {
+		x = y
+	}
+	if y := x ^ 4896; x&2 != 0 {
+		x += 288
+	} else {
+		x = y
+	}
+	if y := x ^ 4913; x&3 != 0 {
+		x += 289
+	} else {
+		x = y
+	}
+	if y := x ^ 4930; x&4 != 0 {
+		x += 290
+	} else {
+		x = y
+	}
+	if y := x ^ 4947; x&5 != 0 {
+		x += 291
+	} else {
+		x = y
+	}
+	if y := x ^ 4964; x&6 != 0 {
+		x += 292
+	} else {
+		x = y
+	}
+	if y := x ^ 4981; x&7 != 0 {
+		x += 293
+	} else {
+		x = y
+	}
+	if y := x ^ 4998; x&1 != 0 {
+		x += 294
+	} else {
+		x = y
+	}
+	if y := x ^ 5015; x&2 != 0 {
+		x += 295
+	} else {
+		x = y
+	}
+	if y := x ^ 5032; x&3 != 0 {
+		x += 296
+	} else {
+		x = y
+	}
+	if y := x ^ 5049; x&4 != 0 {
+		x += 297
+	} else {
+		x = y
+	}
+	if y := x ^ 5066; x&5 != 0 {
+		x += 298
+	} else {
+		x = y
+	}
+	if y := x ^ 5083; x&6 != 0 {
+		x += 299
+	} else {
+		x = y
+	}
+	if y := x ^ 5100; x&7 != 0 {
+		x += 300
+	} else {
+		x = y
+	}
+	if y := x ^ 5117; x&1 != 0 {
+		x += 301
+	} else {
+		x = y
+	}
+	if y := x ^ 5134; x&2 != 0 {
+		x += 302
+	} else {
+		x = y
+	}
+	if y := x ^ 5151; x&3 != 0 {
+		x += 303
+	} else {
+		x = y
+	}
+	if y := x ^ 5168; x&4 != 0 {
+		x += 304
+	} else {
+		x = y
+	}
+	if y := x ^ 5185; x&5 != 0 {
+		x += 305
+	} else {
+		x = y
+	}
+	if y := x ^ 5202; x&6 != 0 {
+		x += 306
+	} else {
+		x = y
+	}
+	if y := x ^ 5219; x&7 != 0 {
+		x += 307
+	} else {
+		x = y
+	}
+	if y := x ^ 5236; x&1 != 0 {
+		x += 308
+	} else {
+		x = y
+	}
+	if y := x ^ 5253; x&2 != 0 {
+		x += 309
+	} else {
+		x = y
+	}
+	if y := x ^ 5270; x&3 != 0 {
+		x += 310
+	} else {
+		x = y
+	}
+	if y := x ^ 5287; x&4 != 0 {
+		x += 311
+	} else {
+		x = y
+	}
+	if y := x ^ 5304; x&5 != 0 {
+		x += 312
+	} else {
+		x = y
+	}
+	if y := x ^ 5321; x&6 != 0 {
+		x += 313
+	} else {
+		x = y
+	}
+	if y := x ^ 5338; x&7 != 0 {
+		x += 314
+	} else {
+		x = y
+	}
+	if y := x ^ 5355; x&1 != 0 {
+		x += 315
+	} else {
+		x = y
+	}
+	if y := x ^ 5372; x&2 != 0 {
+		x += 316
+	} else {
+		x = y
+	}
+	if y := x ^ 5389; x&3 != 0 {
+		x += 317
+	} else {
+		x = y
+	}
+	if y := x ^ 5406; x&4 != 0 {
+		x += 318
+	} else {
+		x = y
+	}
+	if y := x ^ 5423; x&5 != 0 {
+		x += 319
+	} else {
+		x = y
+	}
+	if y := x ^ 5440; x&6 != 0 {
+		x += 320
+	} else {
+		x = y
+	}
+	if y := x ^ 5457; x&7 != 0 {
+		x += 321
+	} else {
+		x = y
+	}
+	if y := x ^ 5474; x&1 != 0 {
+		x += 322
+	} else {
+		x = y
+	}
+	if y := x ^ 5491; x&2 != 0 {
+		x += 323
+	} else {
+		x = y
+	}
+	if y := x ^ 5508; x&3 != 0 {
+		x += 324
+	} else {
+		x = y
+	}
+	if y := x ^ 5525; x&4 != 0 {
+		x += 325
+	} else {
+		x = y
+	}
+	if y := x ^ 5542; x&5 != 0 {
+		x += 326
+	} else {
+		x = y
+	}
+	if y := x ^ 5559; x&6 != 0 {
+		x += 327
+	} else {
+		x = y
+	}
+	if y := x ^ 5576; x&7 != 0 {
+		x += 328
+	} else {
+		x = y
+	}
+	if y := x ^ 5593; x&1 != 0 {
+		x += 329
+	} else {
+		x = y
+	}
+	if y := x ^ 5610; x&2 != 0 {
+		x += 330
+	} else {
+		x = y
+	}
+	if y := x ^ 5627; x&3 != 0 {
+		x += 331
+	} else {
+		x = y
+	}
+	if y := x ^ 5644; x&4 != 0 {
+		x += 332
+	} else {
+		x = y
+	}
+	if y := x ^ 5661; x&5 != 0 {
+		x += 333
+	} else {
+		x = y
+	}
+	if y := x ^ 5678; x&6 != 0 {
+		x += 334
+	} else {
+		x = y
+	}
+	if y := x ^ 5695; x&7 != 0 {
+		x += 335
+	} else {
+		x = y
+	}
+	if y := x ^ 5712; x&1 != 0 {
+		x += 336
+	} else {
+		x = y
+	}
+	if y := x ^ 5729; x&2 != 0 {
+		x += 337
+	} else {
+		x = y
+	}
+	if y := x ^ 5746; x&3 != 0 {
+		x += 338
+	} else {
+		x = y
+	}
+	if y := x ^ 5763; x&4 != 0 {
+		x += 339
+	} else {
+		x = y
+	}
+	if y := x ^ 5780; x&5 != 0 {
+		x += 340
+	} else {
+		x = y
+	}
+	if y := x ^ 5797; x&6 != 0 {
+		x += 341
+	} else {
+		x = y
+	}
+	if y := x ^ 5814; x&7 != 0 {
+		x += 342
+	} else {
+		x = y
+	}
+	if y := x ^ 5831; x&1 != 0 {
+		x += 343
+	} else {
+		x = y
+	}
+	if y := x ^ 5848; x&2 != 0 {
+		x += 344
+	} else {
+		x = y
+	}
+	if y := x ^ 5865; x&3 != 0 {
+		x += 345
+	} else {
+		x = y
+	}
+	if y := x ^ 5882; x&4 != 0 {
+		x += 346
+	} else {
+		x = y
+	}
+	if y := x ^ 5899; x&5 != 0 {
+		x += 347
+	} else {
+		x = y
+	}
+	if y := x ^ 5916; x&6 != 0 {
+		x += 348
+	} else {
+		x = y
+	}
+	if y := x ^ 5933; x&7 != 0 {
+		x += 349
+	} else {
+		x = y
+	}
+	if y := x ^ 5950; x&1 != 0 {
+		x += 350
+	} else {
+		x = y
+	}
+	if y := x ^ 5967; x&2 != 0 {
+		x += 351
+	} else {
+		x = y
+	}
+	if y := x ^ 5984; x&3 != 0 {
+		x += 352
+	} else {
+		x = y
+	}
+	if y := x ^ 6001; x&4 != 0 {
+		x += 353
+	} else {
+		x = y
+	}
+	if y := x ^ 6018; x&5 != 0 {
+		x += 354
+	} else {
+		x = y
+	}
+	if y := x ^ 6035; x&6 != 0 {
+		x += 355
+	} else {
+		x = y
+	}
+	if y := x ^ 6052; x&7 != 0 {
+		x += 356
+	} else {
+		x = y
+	}
+	if y := x ^ 6069; x&1 != 0 {
+		x += 357
+	} else {
+		x = y
+	}
+	if y := x ^ 6086; x&2 != 0 {
+		x += 358
+	} else {
+		x = y
+	}
+	if y := x ^ 6103; x&3 != 0 {
+		x += 359
+	} else {
+		x = y
+	}
+	if y := x ^ 6120; x&4 != 0 {
+		x += 360
+	} else {
+		x = y
+	}
+	if y := x ^ 6137; x&5 != 0 {
+		x += 361
+	} else {
+		x = y
+	}
+	if y := x ^ 6154; x&6 != 0 {
+		x += 362
+	} else {
+		x = y
+	}
+	if y := x ^ 6171; x&7 != 0 {
+		x += 363
+	} else {
+		x = y
+	}
+	if y := x ^ 6188; x&1 != 0 {
+		x += 364
+	} else {
+		x = y
+	}
+	if y := x ^ 6205; x&2 != 0 {
+		x += 365
+	} else {
+		x = y
+	}
+	if y := x ^ 6222; x&3 != 0 {
+		x += 366
+	} else {
+		x = y
+	}
+	if y := x ^ 6239; x&4 != 0 {
+		x += 367
+	} else {
+		x = y
+	}
+	if y := x ^ 6256; x&5 != 0 {
+		x += 368
+	} else {
+		x = y
+	}
+	if y := x ^ 6273; x&6 != 0 {
+		x += 369
+	} else {
+		x = y
+	}
+	if y := x ^ 6290; x&7 != 0 {
+		x += 370
+	} else {
+		x = y
+	}
+	if y := x ^ 6307; x&1 != 0 {
+		x += 371
+	} else {
+		x = y
+	}
+	if y := x ^ 6324; x&2 != 0 {
+		x += 372
+	} else {
+		x = y
+	}
+	if y := x ^ 6341; x&3 != 0 {
+		x += 373
+	} else {
+		x = y
+	}
+	if y := x ^ 6358; x&4 != 0 {
+		x += 374
+	} else {
+		x = y
+	}
+	if y := x ^ 6375; x&5 != 0 {
+		x += 375
+	} else {
+		x = y
+	}
+	if y := x ^ 6392; x&6 != 0 {
+		x += 376
+	} else {
+		x = y
+	}
+	if y := x ^ 6409; x&7 != 0 {
+		x += 377
+	} else {
+		x = y
+	}
+	if y := x ^ 6426; x&1 != 0 {
+		x += 378
+	} else {
+		x = y
+	}
+	if y := x ^ 6443; x&2 != 0 {
+		x += 379
+	} else {
+		x = y
+	}
+	if y := x ^ 6460; x&3 != 0 {
+		x += 380
+	} else {
+		x = y
+	}
+	if y := x ^ 6477; x&4 != 0 {
+		x += 381
+	} else {
+		x = y
+	}
+	if y := x ^ 6494; x&5 != 0 {
+		x += 382
+	} else {
+		x = y
+	}
+	if y := x ^ 6511; x&6 != 0 {
+		x += 383
+	} else {
+		x = y
+	}
+	if y := x ^ 6528; x&7 != 0 {
+		x += 384
+	} else {
+		x = y
+	}
+	if y := x ^ 6545; x&1 != 0 {
+		x += 385
+	} else {
+		x = y
+	}
+	if y := x ^ 6562; x&2 != 0 {
+		x += 386
+	} else {
+		x = y
+	}
+	if y := x ^ 6579; x&3 != 0 {
+		x += 387
+	} else {
+		x = y
+	}
+	if y := x ^ 6596; x&4 != 0 {
+		x += 388
+	} else {
+		x = y
+	}
+	if y := x ^ 6613; x&5 != 0 {
+		x += 389
+	} else {
+		x = y
+	}
+	if y := x ^ 6630; x&6 != 0 {
+		x += 390
+	} else {
+		x = y
+	}
+	if y := x ^ 6647; x&7 != 0 {
+		x += 391
+	} else {
+		x = y
+	}
+	if y := x ^ 6664; x&1 != 0 {
+		x += 392
+	} else {
+		x = y
+	}
+	if y := x ^ 6681; x&2 != 0 {
+		x += 393
+	} else {
+		x = y
+	}
+	if y := x ^ 6698; x&3 != 0 {
+		x += 394
+	} else {
+		x = y
+	}
+	if y := x ^ 6715; x&4 != 0 {
+		x += 395
+	} else {
+		x = y
+	}
+	if y := x ^ 6732; x&5 != 0 {
+		x += 396
+	} else {
+		x = y
+	}
+	if y := x ^ 6749; x&6 != 0 {
+		x += 397
+	} else {
+		x = y
+	}
+	if y := x ^ 6766; x&7 != 0 {
+		x += 398
+	} else {
+		x = y
+	}
+	if y := x ^ 6783; x&1 != 0 {
+		x += 399
+	} else {
+		x = y
+	}
+	if y := x ^ 6800; x&2 != 0 {
+		x += 400
+	} else {
+		x = y
+	}
+	if y := x ^ 6817; x&3 != 0 {
+		x += 401
+	} else {
+		x = y
+	}
+	if y := x ^ 6834; x&4 != 0 {
+		x += 402
+	} else {
+		x = y
+	}
+	if y := x ^ 6851; x&5 != 0 {
+		x += 403
+	} else {
+		x = y
+	}
+	if y := x ^ 6868; x&6 != 0 {
+		x += 404
+	} else {
+		x = y
+	}
+	if y := x ^ 6885; x&7 != 0 {
+		x += 405
+	} else {
+		x = y
+	}
+	if y := x ^ 6902; x&1 != 0 {
+		x += 406
+	} else {
+		x = y
+	}
+	if y := x ^ 6919; x&2 != 0 {
+		x += 407
+	} else {
+		x = y
+	}
+	if y := x ^ 6936; x&3 != 0 {
+		x += 408
+	} else {
+		x = y
+	}
+	if y := x ^ 6953; x&4 != 0 {
+		x += 409
+	} else {
+		x = y
+	}
+	if y := x ^ 6970; x&5 != 0 {
+		x += 410
+	} else {
+		x = y
+	}
+	if y := x ^ 6987; x&6 != 0 {
+		x += 411
+	} else {
+		x = y
+	}
+	if y := x ^ 7004; x&7 != 0 {
+		x += 412
+	} else {
+		x = y
+	}
+	if y := x ^ 7021; x&1 != 0 {
+		x += 413
+	} else {
+		x = y
+	}
+	if y := x ^ 7038; x&2 != 0 {
+		x += 414
+	} else {
+		x = y
+	}
+	if y := x ^ 7055; x&3 != 0 {
+		x += 415
+	} else {
+		x = y
+	}
+	if y := x ^ 7072; x&4 != 0 {
+		x += 416
+	} else {
+		x = y
+	}
+	if y := x ^ 7089; x&5 != 0 {
+		x += 417
+	} else {
+		x = y
+	}
+	if y := x ^ 7106; x&6 != 0 {
+		x += 418
+	} else {
+		x = y
+	}
+	if y := x ^ 7123; x&7 != 0 {
+		x += 419
+	} else {
+		x = y
+	}
+	if y := x ^ 7140; x&1 != 0 {
+		x += 420
+	} else {
+		x = y
+	}
+	if y := x ^ 7157; x&2 != 0 {
+		x += 421
+	} else {
+		x = y
+	}
+	if y := x ^ 7174; x&3 != 0 {
+		x += 422
+	} else {
+		x = y
+	}
+	if y := x ^ 7191; x&4 != 0 {
+		x += 423
+	} else {
+		x = y
+	}
+	if y := x ^ 7208; x&5 != 0 {
+		x += 424
+	} else {
+		x = y
+	}
+	if y := x ^ 7225; x&6 != 0 {
+		x += 425
+	} else {
+		x = y
+	}
+	if y := x ^ 7242; x&7 != 0 {
+		x += 426
+	} else {
+		x = y
+	}
+	if y := x ^ 7259; x&1 != 0 {
+		x += 427
+	} else {
+		x = y
+	}
+	if y := x ^ 7276; x&2 != 0 {
+		x += 428
+	} else {
+		x = y
+	}
+	if y := x ^ 7293; x&3 != 0 {
+		x += 429
+	} else {
+		x = y
+	}
+	if y := x ^ 7310; x&4 != 0 {
+		x += 430
+	} else {
+		x = y
+	}
+	if y := x ^ 7327; x&5 != 0 {
+		x += 431
+	} else {
+		x = y
+	}
+	if y := x ^ 7344; x&6 != 0 {
+		x += 432
+	} else {
+		x = y
+	}
+	if y := x ^ 7361; x&7 != 0 {
+		x += 433
+	} else {
+		x = y
+	}
+	if y := x ^ 7378; x&1 != 0 {
+		x += 434
+	} else {
+		x = y
+	}
+	if y := x ^ 7395; x&2 != 0 {
+		x += 435
+	} else {
+		x = y
+	}
+	if y := x ^ 7412; x&3 != 0 {
+		x += 436
+	} else {
+		x = y
+	}
+	if y := x ^ 7429; x&4 != 0 {
+		x += 437
+	} else {
+		x = y
+	}
+	if y := x ^ 7446; x&5 != 0 {
+		x += 438
+	} else {
+		x = y
+	}
+	if y := x ^ 7463; x&6 != 0 {
+		x += 439
+	} else {
+		x = y
+	}
+	if y := x ^ 7480; x&7 != 0 {
+		x += 440
+	} else {
+		x = y
+	}
+	if y := x ^ 7497; x&1 != 0 {
+		x += 441
+	} else {
+		x = y
+	}
+	if y := x ^ 7514; x&2 != 0 {
+		x += 442
+	} else {
+		x = y
+	}
+	if y := x ^ 7531; x&3 != 0 {
+		x += 443
+	} else {
+		x = y
+	}
+	if y := x ^ 7548; x&4 != 0 {
+		x += 444
+	} else {
+		x = y
+	}
+	if y := x ^ 7565; x&5 != 0 {
+		x += 445
+	} else {
+		x = y
+	}
+	if y := x ^ 7582; x&6 != 0 {
+		x += 446
+	} else {
+		x = y
+	}
+	if y := x ^ 7599; x&7 != 0 {
+		x += 447
+	} else {
+		x = y
+	}
+	if y := x ^ 7616; x&1 != 0 {
+		x += 448
+	} else {
+		x = y
+	}
+	if y := x ^ 7633; x&2 != 0 {
+		x += 449
+	} else {
+		x = y
+	}
+	if y := x ^ 7650; x&3 != 0 {
+		x += 450
+	} else {
+		x = y
+	}
+	if y := x ^ 7667; x&4 != 0 {
+		x += 451
+	} else {
+		x = y
+	}
+	if y := x ^ 7684; x&5 != 0 {
+		x += 452
+	} else {
+		x = y
+	}
+	if y := x ^ 7701; x&6 != 0 {
+		x += 453
+	} else {
+		x = y
+	}
+	if y := x ^ 7718; x&7 != 0 {
+		x += 454
+	} else {
+		x = y
+	}
+	if y := x ^ 7735; x&1 != 0 {
+		x += 455
+	} else {
+		x = y
+	}
+	if y := x ^ 7752; x&2 != 0 {
+		x += 456
+	} else {
+		x = y
+	}
+	if y := x ^ 7769; x&3 != 0 {
+		x += 457
+	} else {
+		x = y
+	}
+	if y := x ^ 7786; x&4 != 0 {
+		x += 458
+	} else {
+		x = y
+	}
+	if y := x ^ 7803; x&5 != 0 {
+		x += 459
+	} else {
+		x = y
+	}
+	if y := x ^ 7820; x&6 != 0 {
+		x += 460
+	} else {
+		x = y
+	}
+	if y := x ^ 7837; x&7 != 0 {
+		x += 461
+	} else {
+		x = y
+	}
+	if y := x ^ 7854; x&1 != 0 {
+		x += 462
+	} else {
+		x = y
+	}
+	if y := x ^ 7871; x&2 != 0 {
+		x += 463
+	} else {
+		x = y
+	}
+	if y := x ^ 7888; x&3 != 0 {
+		x += 464
+	} else {
+		x = y
+	}
+	if y := x ^ 7905; x&4 != 0 {
+		x += 465
+	} else {
+		x = y
+	}
+	if y := x ^ 7922; x&5 != 0 {
+		x += 466
+	} else {
+		x = y
+	}
+	if y := x ^ 7939; x&6 != 0 {
+		x += 467
+	} else {
+		x = y
+	}
+	if y := x ^ 7956; x&7 != 0 {
+		x += 468
+	} else {
+		x = y
+	}
+	if y := x ^ 7973; x&1 != 0 {
+		x += 469
+	} else {
+		x = y
+	}
+	if y := x ^ 7990; x&2 != 0 {
+		x += 470
+	} else {
+		x = y
+	}
+	if y := x ^ 8007; x&3 != 0 {
+		x += 471
+	} else {
+		x = y
+	}
+	if y := x ^ 8024; x&4 != 0 {
+		x += 472
+	} else {
+		x = y
+	}
+	if y := x ^ 8041; x&5 != 0 {
+		x += 473
+	} else {
+		x = y
+	}
+	if y := x ^ 8058; x&6 != 0 {
+		x += 474
+	} else {
+		x = y
+	}
+	if y := x ^ 8075; x&7 != 0 {
+		x += 475
+	} else {
+		x = y
+	}
+	if y := x ^ 8092; x&1 != 0 {
+		x += 476
+	} else {
+		x = y
+	}
+	if y := x ^ 8109; x&2 != 0 {
+		x += 477
+	} else {
+		x = y
+	}
+	if y := x ^ 8126; x&3 != 0 {
+		x += 478
+	} else {
+		x = y
+	}
+	if y := x ^ 8143; x&4 != 0 {
+		x += 479
+	} else {
+		x = y
+	}
+	if y := x ^ 8160; x&5 != 0 {
+		x += 480
+	} else {
+		x = y
+	}
+	if y := x ^ 8177; x&6 != 0 {
+		x += 481
+	} else {
+		x = y
+	}
+	if y := x ^ 8194; x&7 != 0 {
+		x += 482
+	} else {
+		x = y
+	}
+	if y := x ^ 8211; x&1 != 0 {
+		x += 483
+	} else {
+		x = y
+	}
+	if y := x ^ 8228; x&2 != 0 {
+		x += 484
+	} else {
+		x = y
+	}
+	if y := x ^ 8245; x&3 != 0 {
+		x += 485
+	} else {
+		x = y
+	}
+	if y := x ^ 8262; x&4 != 0 {
+		x += 486
+	} else {
+		x = y
+	}
+	if y := x ^ 8279; x&5 != 0 {
+		x += 487
+	} else {
+		x = y
+	}
+	if y := x ^ 8296; x&6 != 0 {
+		x += 488
+	} else {
+		x = y
+	}
+	if y := x ^ 8313; x&7 != 0 {
+		x += 489
+	} else {
+		x = y
+	}
+	if y := x ^ 8330; x&1 != 0 {
+		x += 490
+	} else {
+		x = y
+	}
+	if y := x ^ 8347; x&2 != 0 {
+		x += 491
+	} else {
+		x = y
+	}
+	if y := x ^ 8364; x&3 != 0 {
+		x += 492
+	} else {
+		x = y
+	}
+	if y := x ^ 8381; x&4 != 0 {
+		x += 493
+	} else {
+		x = y
+	}
+	if y := x ^ 8398; x&5 != 0 {
+		x += 494
+	} else {
+		x = y
+	}
+	if y := x ^ 8415; x&6 != 0 {
+		x += 495
+	} else {
+		x = y
+	}
+	if y := x ^ 8432; x&7 != 0 {
+		x += 496
+	} else {
+		x = y
+	}
+	if y := x ^ 8449; x&1 != 0 {
+		x += 497
+	} else {
+		x = y
+	}
+	if y := x ^ 8466; x&2 != 0 {
+		x += 498
+	} else {
+		x = y
+	}
+	if y := x ^ 8483; x&3 != 0 {
+		x += 499
+	} else {
+		x = y
+	}
+	return x
+}

@@ -2,7 +2,7 @@
 
 // wakecode_gen writes wakecode_funcs.go: the functions that the Go side of
 // the wake-up code measurement (wakecode_linux.go) calls, the same as
-// cbaseline/wakecode.c's. Run it with go generate.
+// cbaseline/wakecode.c's, and wakeInline, their bodies without the calls. Run it with go generate.
 package main
 
 import (
@@ -27,6 +27,12 @@ func main() {
 		// the C one (a conditional move): one basic block each.
 		fmt.Fprintf(&b, "\n//go:noinline\nfunc f%d(x int64) int64 {\n\ty := x ^ %d\n\tif x&%d != 0 {\n\t\ty = x + %d\n\t}\n\treturn y\n}\n", i, i*17, i%7+1, i)
 	}
+	// wakeInline: the same bodies one after another in one function.
+	b.WriteString("\n// wakeInline runs the bodies of f100 to f499 one after another, each once,\n// with no call between them, as cbaseline/wakecode.c's inlined does.\n//\n//go:noinline\nfunc wakeInline(x int64) int64 {\n")
+	for i := 100; i < 500; i++ {
+		fmt.Fprintf(&b, "\tif y := x ^ %d; x&%d != 0 {\n\t\tx += %d\n\t} else {\n\t\tx = y\n\t}\n", i*17, i%7+1, i)
+	}
+	b.WriteString("\treturn x\n}\n")
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		log.Fatal(err)

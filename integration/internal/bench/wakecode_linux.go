@@ -24,17 +24,17 @@ import (
 // over two pipes, each waking for every byte as the ends of a
 // request/response exchange do, and after each wake-up both make K calls
 // of small functions before they answer: one function K times
-// ("repeated") or K different ones ("distinct"). The measuring process
-// reports its own user and system CPU time per message. The C side is
-// cbaseline/wakecode.c; this is the Go side, with the same protocol and
-// the same functions (wakecode_funcs.go). In the emulated VM, code that
-// runs once per wake-up costs far more per instruction than code that
-// repeats, and the same in C and in Go: what a library adds to each
-// message of such an exchange costs its CPU time in instructions, not in
-// system calls.
+// ("repeated") or K different ones ("distinct"), or run the bodies of all
+// those functions one after another without the calls ("inlined", K 0 or
+// all of them). The measuring process reports its own user and system CPU
+// time per message. The C side is cbaseline/wakecode.c; this is the Go
+// side, with the same protocol and the same functions (wakecode_funcs.go).
+// In the emulated VM, code that runs once per wake-up costs far more than
+// code that repeats, in C as in Go; comparing "distinct" with "inlined"
+// tells whether that cost is in the instructions or in the calls.
 
-// WakeModes are the kinds of calls the measurement makes per message.
-var WakeModes = []string{"repeated", "distinct"}
+// WakeModes are the kinds of code the measurement runs per message.
+var WakeModes = []string{"repeated", "distinct", "inlined"}
 
 // wakeWarm is how many messages pass before the measurement starts.
 const wakeWarm = 2000
@@ -109,10 +109,10 @@ func wakeArgs(args []string) (mode string, k, n int, err error) {
 	k, err1 := strconv.Atoi(args[1])
 	n, err2 := strconv.Atoi(args[2])
 	switch {
-	case mode != "repeated" && mode != "distinct":
-		err = fmt.Errorf("wakecode: mode %q: want repeated or distinct", mode)
-	case err1 != nil || err2 != nil || k < 0 || n <= 0 || mode == "distinct" && k > len(wakeFuncs):
-		err = fmt.Errorf("wakecode: K must be 0 to %d (distinct) and N positive: %q", len(wakeFuncs), args[1:])
+	case mode != "repeated" && mode != "distinct" && mode != "inlined":
+		err = fmt.Errorf("wakecode: mode %q: want repeated, distinct or inlined", mode)
+	case err1 != nil || err2 != nil || k < 0 || n <= 0 || mode == "distinct" && k > len(wakeFuncs) || mode == "inlined" && k != 0 && k != len(wakeFuncs):
+		err = fmt.Errorf("wakecode: K must be 0 to %d (distinct), 0 or %[1]d (inlined), and N positive: %q", len(wakeFuncs), args[1:])
 	}
 	return mode, k, n, err
 }
@@ -138,11 +138,16 @@ var wakeSink int64
 
 func wakeWork(mode string, k int) {
 	x := int64(1)
-	if mode == "distinct" {
+	switch mode {
+	case "inlined":
+		if k > 0 {
+			x = wakeInline(x)
+		}
+	case "distinct":
 		for _, f := range wakeFuncs[:k] {
 			x = f(x)
 		}
-	} else {
+	default:
 		f := wakeFuncs[0]
 		for range k {
 			x = f(x)

@@ -11,7 +11,9 @@
  * request/response exchange do. After each wake-up both run K calls of
  * small functions before they answer: MODE "repeated" calls one function K
  * times, "distinct" calls K different functions once each (K at most
- * NFUNCS). After 2000 messages of warm-up this process measures its own
+ * NFUNCS), and "inlined" runs the bodies of all NFUNCS functions written
+ * one after another in one function, without a call between them (K 0 or
+ * NFUNCS): the same code as "distinct" without its calls and returns. After 2000 messages of warm-up this process measures its own
  * user and system CPU time (getrusage) and the wall time over N more, and
  * prints them per message:
  *
@@ -38,16 +40,32 @@ F100(1) F100(2) F100(3) F100(4)
 static long (*const funcs[])(long) = {T100(1) T100(2) T100(3) T100(4)};
 #define NFUNCS ((long)(sizeof(funcs) / sizeof(funcs[0])))
 
+/* inlined runs the bodies of f100 ... f499 one after another, each once,
+ * with no call between them. The empty asm keeps gcc from merging them. */
+#define B(i) x = (x & ((i) % 7 + 1)) ? x + (i) : x ^ ((i) * 17); __asm__ volatile("" : "+r"(x));
+#define B10(p) B(p##0) B(p##1) B(p##2) B(p##3) B(p##4) B(p##5) B(p##6) B(p##7) B(p##8) B(p##9)
+#define B100(p) B10(p##0) B10(p##1) B10(p##2) B10(p##3) B10(p##4) B10(p##5) B10(p##6) B10(p##7) B10(p##8) B10(p##9)
+static __attribute__((noinline)) long inlined(long x)
+{
+	B100(1) B100(2) B100(3) B100(4)
+	return x;
+}
+
 enum { WARM = 2000 };
 
 static volatile long sink;
-static int distinct;
+static int distinct, inline_all;
 
 static void work(long k)
 {
 	long x = 1;
-	for (long i = 0; i < k; i++)
-		x = funcs[distinct ? i : 0](x);
+	if (inline_all) {
+		if (k)
+			x = inlined(x);
+	} else {
+		for (long i = 0; i < k; i++)
+			x = funcs[distinct ? i : 0](x);
+	}
 	sink += x;
 }
 
@@ -62,14 +80,15 @@ static double usec(struct timeval t) { return t.tv_sec * 1e6 + t.tv_usec; }
 
 int main(int argc, char **argv)
 {
-	if (argc != 4 || (strcmp(argv[1], "repeated") && strcmp(argv[1], "distinct"))) {
-		fprintf(stderr, "usage: wakecode-c repeated|distinct K N\n");
+	if (argc != 4 || (strcmp(argv[1], "repeated") && strcmp(argv[1], "distinct") && strcmp(argv[1], "inlined"))) {
+		fprintf(stderr, "usage: wakecode-c repeated|distinct|inlined K N\n");
 		return 2;
 	}
 	distinct = !strcmp(argv[1], "distinct");
+	inline_all = !strcmp(argv[1], "inlined");
 	long k = atol(argv[2]), n = atol(argv[3]);
-	if (k < 0 || (distinct && k > NFUNCS) || n <= 0) {
-		fprintf(stderr, "wakecode-c: K must be 0 to %ld (distinct), N positive\n", NFUNCS);
+	if (k < 0 || (distinct && k > NFUNCS) || (inline_all && k != 0 && k != NFUNCS) || n <= 0) {
+		fprintf(stderr, "wakecode-c: K must be 0 to %ld (distinct), 0 or %ld (inlined), N positive\n", NFUNCS, NFUNCS);
 		return 2;
 	}
 	int there[2], back[2];
