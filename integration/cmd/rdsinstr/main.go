@@ -33,6 +33,13 @@
 // every 10 ms instead). -top N prints the N functions that cost most per
 // message.
 //
+// The receivers' table also gives the calls per message (all of the
+// process's, from callgrind's call counts). In the emulated VM of
+// rdsbench, a call of code that has not run since the last wake-up costs
+// about as much as a hundred or more instructions written inline (see
+// BENCHMARKS.md, "What the VM charges for code"), so the calls weigh more
+// there than the instructions.
+//
 // A second table (-sends) counts a send that needs no wait: the same
 // pair, the C receiver draining one end, and on the other C's sendmsg
 // loop or TestInstrWrite sending with WriteMsg or WriteMsgContext, at the
@@ -227,19 +234,19 @@ const sendTable = "user-space instructions inside one send of a 64-byte message 
 // named after prefix; with -top, then the functions that cost most per
 // message in each.
 func table(dir, helper, title, column, prefix string, rs []receiver) {
-	fmt.Printf("%s\n\n| %s | instructions per message | ratio to C | spread |\n|---|--:|--:|--:|\n", title, column)
+	fmt.Printf("%s\n\n| %s | instructions per message | ratio to C | spread | calls per message |\n|---|--:|--:|--:|--:|\n", title, column)
 	var base float64
 	var tops []string
 	for i, r := range rs {
-		var per []float64
+		var per, callsPer []float64
 		var files [2]string
 		for rep := range *flagReps {
-			var totals [2]int64
+			var totals, calls [2]int64
 			for j, n := range []int{*flagN1, *flagN2} {
 				out := filepath.Join(dir, fmt.Sprintf("%s%d-n%d-rep%d.callgrind", prefix, i, n, rep))
 				var err error
 				for try := 1; ; try++ {
-					totals[j], err = count(r, n, helper, out)
+					totals[j], calls[j], err = count(r, n, helper, out)
 					if err == nil || try == 3 || !errors.Is(err, errUnrecognised) {
 						break
 					}
@@ -250,12 +257,18 @@ func table(dir, helper, title, column, prefix string, rs []receiver) {
 				files[j] = out
 			}
 			per = append(per, float64(totals[1]-totals[0])/float64(*flagN2-*flagN1))
+			callsPer = append(callsPer, float64(calls[1]-calls[0])/float64(*flagN2-*flagN1))
 		}
 		med, spread := medianSpread(per)
+		medCalls, _ := medianSpread(callsPer)
 		if i == 0 {
 			base = med
 		}
-		fmt.Printf("| %s | %.0f | %.2f | %.0f%% |\n", r.name, med, med/base, spread*100)
+		calls := fmt.Sprintf("%.1f", medCalls)
+		if r.send != "" {
+			calls = "-" // see callgrindCalls
+		}
+		fmt.Printf("| %s | %.0f | %.2f | %.0f%% | %s |\n", r.name, med, med/base, spread*100, calls)
 		if *flagTop > 0 {
 			lines, err := topFunctions(files[0], files[1], *flagN2-*flagN1, *flagTop)
 			if err != nil {
@@ -281,11 +294,12 @@ var modeNames = map[string]string{
 
 // count runs receiver r under callgrind for n messages from a paced
 // sender (or sender r, with the C receiver at the other end) and returns
-// the instructions it counted, writing its callgrind file to out.
-func count(r receiver, n int, helper, out string) (int64, error) {
+// the instructions and the calls it counted, writing its callgrind file
+// to out.
+func count(r receiver, n int, helper, out string) (instrs, calls int64, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	senderEnd, recvEnd := os.NewFile(uintptr(fds[0]), "sender"), os.NewFile(uintptr(fds[1]), "receiver")
 	peerEnd, measuredEnd := senderEnd, recvEnd
@@ -308,12 +322,12 @@ func count(r receiver, n int, helper, out string) (int64, error) {
 	// are read without a wait; the pace makes those few, and both runs
 	// have them, so the difference is all waiting reads.
 	if err := vg.Start(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := peer.Start(); err != nil {
 		vg.Process.Kill()
 		vg.Wait()
-		return 0, err
+		return 0, 0, err
 	}
 	senderEnd.Close()
 	recvEnd.Close()
@@ -321,18 +335,21 @@ func count(r receiver, n int, helper, out string) (int64, error) {
 	verr := vg.Wait()
 	if verr != nil {
 		if bytes.Contains(vgOut.Bytes(), []byte("valgrind: Unrecognised instruction")) {
-			return 0, fmt.Errorf("%w: %v", errUnrecognised, verr)
+			return 0, 0, fmt.Errorf("%w: %v", errUnrecognised, verr)
 		}
-		return 0, fmt.Errorf("%v\n%s", verr, vgOut.Bytes())
+		return 0, 0, fmt.Errorf("%v\n%s", verr, vgOut.Bytes())
 	}
 	if perr != nil {
-		return 0, fmt.Errorf("the other end (%s): %v", peer.Args[1], perr)
+		return 0, 0, fmt.Errorf("the other end (%s): %v", peer.Args[1], perr)
 	}
 	data, err := os.ReadFile(out)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return callgrindTotal(data)
+	if instrs, err = callgrindTotal(data); err != nil {
+		return 0, 0, err
+	}
+	return instrs, callgrindCalls(data), nil
 }
 
 // errUnrecognised is a run that valgrind stopped at an instruction it
@@ -343,6 +360,24 @@ func count(r receiver, n int, helper, out string) (int64, error) {
 var errUnrecognised = errors.New("valgrind met an instruction it cannot decode")
 
 var totalLine = regexp.MustCompile(`(?m)^(?:totals|summary):\s+(\d+)`)
+
+// callgrindCalls returns how many calls a callgrind output file records,
+// in every thread. callgrind records a call whether or not
+// --toggle-collect has the count on, so the tables that count within one
+// function (sends, RDMA) leave the calls out.
+func callgrindCalls(data []byte) int64 {
+	var total int64
+	for line := range bytes.Lines(data) {
+		if rest, ok := bytes.CutPrefix(line, []byte("calls=")); ok {
+			if f := bytes.Fields(rest); len(f) > 0 {
+				if n, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
+					total += n
+				}
+			}
+		}
+	}
+	return total
+}
 
 // callgrindTotal returns the instruction total of a callgrind output file.
 func callgrindTotal(data []byte) (int64, error) {

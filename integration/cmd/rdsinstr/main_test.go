@@ -53,6 +53,18 @@ func TestPerMessage(t *testing.T) {
 	}
 }
 
+// Every "calls=" line counts, in whichever function it is.
+func TestCallgrindCalls(t *testing.T) {
+	data := "events: Ir\nfn=(1) main\n16 3\ncfn=(2) send\ncalls=2 20\n+1 40\ncfn=(3) sleep\ncalls=7 30\n* 0\n" +
+		"fn=(2)\n20 20\ncfn=(4) raw\ncalls=3 5\n-3 4\n\ntotals: 63\n"
+	if got := callgrindCalls([]byte(data)); got != 12 {
+		t.Errorf("callgrindCalls = %d, want 12", got)
+	}
+	if got := callgrindCalls([]byte("calls=\ncalls=x 1\n")); got != 0 {
+		t.Errorf("callgrindCalls of a cut file = %d, want 0", got)
+	}
+}
+
 func TestCallgrindTotal(t *testing.T) {
 	n, err := callgrindTotal([]byte("events: Ir\nfl=x\nfn=y\n1 2\nsummary: 1467868\n\n\ntotals: 1467868\n"))
 	if err != nil || n != 1467868 {
