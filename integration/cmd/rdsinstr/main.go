@@ -33,8 +33,9 @@
 // every 10 ms instead). -top N prints the N functions that cost most per
 // message.
 //
-// The receivers' table also gives the calls per message (all of the
-// process's, from callgrind's call counts). In the emulated VM of
+// Each table also gives the calls per message, from callgrind's call
+// counts: all of the receiving process's; those within the counted send
+// or operation (see callgrindCalls). In the emulated VM of
 // rdsbench, a call of code that has not run since the last wake-up costs
 // about as much as a hundred or more instructions written inline (see
 // BENCHMARKS.md, "What the VM charges for code"), so the calls weigh more
@@ -264,11 +265,7 @@ func table(dir, helper, title, column, prefix string, rs []receiver) {
 		if i == 0 {
 			base = med
 		}
-		calls := fmt.Sprintf("%.1f", medCalls)
-		if r.send != "" {
-			calls = "-" // see callgrindCalls
-		}
-		fmt.Printf("| %s | %.0f | %.2f | %.0f%% | %s |\n", r.name, med, med/base, spread*100, calls)
+		fmt.Printf("| %s | %.0f | %.2f | %.0f%% | %.1f |\n", r.name, med, med/base, spread*100, medCalls)
 		if *flagTop > 0 {
 			lines, err := topFunctions(files[0], files[1], *flagN2-*flagN1, *flagTop)
 			if err != nil {
@@ -349,7 +346,7 @@ func count(r receiver, n int, helper, out string) (instrs, calls int64, err erro
 	if instrs, err = callgrindTotal(data); err != nil {
 		return 0, 0, err
 	}
-	return instrs, callgrindCalls(data), nil
+	return instrs, callgrindCalls(data, r.send), nil
 }
 
 // errUnrecognised is a run that valgrind stopped at an instruction it
@@ -362,18 +359,70 @@ var errUnrecognised = errors.New("valgrind met an instruction it cannot decode")
 var totalLine = regexp.MustCompile(`(?m)^(?:totals|summary):\s+(\d+)`)
 
 // callgrindCalls returns how many calls a callgrind output file records,
-// in every thread. callgrind records a call whether or not
-// --toggle-collect has the count on, so the tables that count within one
-// function (sends, RDMA) leave the calls out.
-func callgrindCalls(data []byte) int64 {
-	var total int64
+// in every thread. With root (the --toggle-collect pattern of a count
+// within one function: the sends and RDMA operations), only the calls of
+// root and of the functions it calls count, and the calls of root itself:
+// callgrind records every call, whether or not the count is on. Those
+// calls do not descend into the Go runtime, whose scheduler the pacing
+// between two counted calls runs too; a call into it counts, the
+// runtime's own calls inside do not.
+func callgrindCalls(data []byte, root string) int64 {
+	type arc struct{ from, to string }
+	arcs := map[arc]int64{}
+	names := map[string]string{} // callgrind's compressed names: "(7)" to the name
+	name := func(v []byte) string {
+		id, rest, _ := bytes.Cut(bytes.TrimSpace(v), []byte(" "))
+		if len(rest) > 0 {
+			names[string(id)] = string(rest)
+		}
+		return names[string(id)]
+	}
+	var fn, cfn string
 	for line := range bytes.Lines(data) {
-		if rest, ok := bytes.CutPrefix(line, []byte("calls=")); ok {
-			if f := bytes.Fields(rest); len(f) > 0 {
+		switch {
+		case bytes.HasPrefix(line, []byte("fn=")):
+			fn = name(line[3:])
+		case bytes.HasPrefix(line, []byte("cfn=")):
+			cfn = name(line[4:])
+		case bytes.HasPrefix(line, []byte("calls=")):
+			if f := bytes.Fields(line[6:]); len(f) > 0 {
 				if n, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
-					total += n
+					arcs[arc{fn, cfn}] += n
 				}
 			}
+		}
+	}
+	counted := func(arc) bool { return true }
+	if root != "" {
+		re := regexp.MustCompile("^" + strings.NewReplacer(`\*`, ".*", `\?`, ".").Replace(regexp.QuoteMeta(root)) + "$")
+		inside := map[string]bool{}
+		var todo []string
+		add := func(f string) {
+			if !inside[f] && !strings.HasPrefix(f, "runtime.") {
+				inside[f] = true
+				todo = append(todo, f)
+			}
+		}
+		for a := range arcs {
+			if re.MatchString(a.to) {
+				add(a.to)
+			}
+		}
+		for len(todo) > 0 {
+			f := todo[len(todo)-1]
+			todo = todo[:len(todo)-1]
+			for a := range arcs {
+				if a.from == f {
+					add(a.to)
+				}
+			}
+		}
+		counted = func(a arc) bool { return inside[a.from] || re.MatchString(a.to) }
+	}
+	var total int64
+	for a, n := range arcs {
+		if counted(a) {
+			total += n
 		}
 	}
 	return total

@@ -53,14 +53,22 @@ func TestPerMessage(t *testing.T) {
 	}
 }
 
-// Every "calls=" line counts, in whichever function it is.
+// All calls count, or with a --toggle-collect pattern those within the
+// function it names: the calls of it, its own and its callees', not
+// descending into the Go runtime.
 func TestCallgrindCalls(t *testing.T) {
-	data := "events: Ir\nfn=(1) main\n16 3\ncfn=(2) send\ncalls=2 20\n+1 40\ncfn=(3) sleep\ncalls=7 30\n* 0\n" +
-		"fn=(2)\n20 20\ncfn=(4) raw\ncalls=3 5\n-3 4\n\ntotals: 63\n"
-	if got := callgrindCalls([]byte(data)); got != 12 {
-		t.Errorf("callgrindCalls = %d, want 12", got)
+	data := "events: Ir\nfn=(1) main\n16 3\ncfn=(2) pkg.(*C).send\ncalls=2 20\n+1 40\ncfn=(3) time.Sleep\ncalls=7 30\n* 0\n" +
+		"fn=(2)\n20 20\ncfn=(4) raw\ncalls=3 5\n-3 4\ncfn=(5) runtime.lock\ncalls=1 9\n* 2\n" +
+		"fn=(3)\n5 1\ncfn=(5)\ncalls=9 1\n* 2\nfn=(5)\n1 1\ncfn=(6) runtime.futex\ncalls=4 1\n* 1\n\ntotals: 63\n"
+	if got := callgrindCalls([]byte(data), ""); got != 26 {
+		t.Errorf("callgrindCalls without a pattern = %d, want 26", got)
 	}
-	if got := callgrindCalls([]byte("calls=\ncalls=x 1\n")); got != 0 {
+	// 2 of send, 3 of raw and 1 of runtime.lock from send; not lock's own
+	// calls, nor the 9 from time.Sleep.
+	if got := callgrindCalls([]byte(data), "*.(?C).send"); got != 6 {
+		t.Errorf("callgrindCalls of send = %d, want 6", got)
+	}
+	if got := callgrindCalls([]byte("calls=\ncalls=x 1\n"), ""); got != 0 {
 		t.Errorf("callgrindCalls of a cut file = %d, want 0", got)
 	}
 }
