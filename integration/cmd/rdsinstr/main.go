@@ -359,13 +359,12 @@ var errUnrecognised = errors.New("valgrind met an instruction it cannot decode")
 var totalLine = regexp.MustCompile(`(?m)^(?:totals|summary):\s+(\d+)`)
 
 // callgrindCalls returns how many calls a callgrind output file records,
-// in every thread. With root (the --toggle-collect pattern of a count
-// within one function: the sends and RDMA operations), only the calls of
-// root and of the functions it calls count, and the calls of root itself:
-// callgrind records every call, whether or not the count is on. Those
-// calls do not descend into the Go runtime, whose scheduler the pacing
-// between two counted calls runs too; a call into it counts, the
-// runtime's own calls inside do not.
+// in every thread. callgrind records every call, whether or not
+// --toggle-collect has the count on, so with root (the pattern of a count
+// within one function: the sends and RDMA operations) only the calls of
+// root and those made within it count. The walk within it stops at the Go
+// runtime, whose scheduler the pacing between two counted calls also
+// runs: a call into the runtime counts, the runtime's own calls do not.
 func callgrindCalls(data []byte, root string) int64 {
 	type arc struct{ from, to string }
 	arcs := map[arc]int64{}

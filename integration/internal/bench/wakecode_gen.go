@@ -2,7 +2,8 @@
 
 // wakecode_gen writes wakecode_funcs.go: the functions that the Go side of
 // the wake-up code measurement (wakecode_linux.go) calls, the same as
-// cbaseline/wakecode.c's, and wakeInline, their bodies without the calls. Run it with go generate.
+// cbaseline/wakecode.c's, and wakeInline, their bodies without the calls.
+// Run it with go generate.
 package main
 
 import (

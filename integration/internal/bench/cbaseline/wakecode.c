@@ -13,9 +13,10 @@
  * times, "distinct" calls K different functions once each (K at most
  * NFUNCS), and "inlined" runs the bodies of all NFUNCS functions written
  * one after another in one function, without a call between them (K 0 or
- * NFUNCS): the same code as "distinct" without its calls and returns. After 2000 messages of warm-up this process measures its own
- * user and system CPU time (getrusage) and the wall time over N more, and
- * prints them per message:
+ * NFUNCS): the same code as "distinct" without its calls and returns.
+ * After 2000 messages of warm-up this process measures its own user and
+ * system CPU time (getrusage) and the wall time over N more, and prints
+ * them per message:
  *
  *   RESULT user_us=U sys_us=S wall_us=W msgs=N
  */
